@@ -1,0 +1,268 @@
+#include "lib/bytecode/assembler.h"
+
+#include <Python.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "lib/bytecode/opcodes.h"
+#include "lib/bytecode/tables.h"
+#include "lib/python/error.h"
+
+namespace dynamo::bytecode {
+namespace {
+
+int PrefixesFor(unsigned arg) {
+  return (arg > 0xffffffu) + (arg > 0xffffu) + (arg > 0xffu);
+}
+
+std::string Where(const AsmProgram& p, size_t i) {
+  return absl::StrCat("instruction ", i, " (", OpName(p.instructions[i].opcode), ")");
+}
+
+absl::Status Validate(const AsmProgram& p) {
+  const int n = static_cast<int>(p.instructions.size());
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const AsmInstruction& in = p.instructions[i];
+    const OpcodeInfo& info = Opcode(in.opcode);
+    if (in.opcode < 0 || in.opcode > 255 || info.name == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("instruction ", i, ": unknown opcode ", in.opcode));
+    }
+    if (in.opcode == generated::kExtendedArg || in.opcode == generated::kCache) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(p, i), ": EXTENDED_ARG and CACHE are emitted by the assembler, not given to it"));
+    }
+    if (info.IsJump() && (in.target < 0 || in.target >= n)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(p, i), ": jump target ", in.target, " is not an instruction"));
+    }
+    if (!info.IsJump() && in.arg < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(p, i), ": negative oparg"));
+    }
+    if (!info.Has(kHasArg) && in.arg != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(p, i), ": takes no argument"));
+    }
+  }
+  for (const AsmExceptionEntry& e : p.exception_table) {
+    if (e.start < 0 || e.end < e.start || e.end > n || e.target < 0 || e.target >= n ||
+        e.depth < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("exception entry [", e.start, ", ", e.end,
+                                                     ") -> ", e.target, " is out of range"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int JumpArg(const AsmProgram& p, const std::vector<int>& offsets, const std::vector<int>& sizes,
+            size_t i, int& opcode) {
+  const AsmInstruction& in = p.instructions[i];
+  const OpcodeInfo& info = Opcode(opcode);
+  int target = offsets[static_cast<size_t>(in.target)];
+  if (info.Has(kHasJumpAbsolute)) return target / 2;
+  int next = offsets[i] + sizes[i] * 2;
+  bool backward = target < next;
+  if (backward != info.Has(kBackwardJump) && info.counterpart >= 0) opcode = info.counterpart;
+  return (backward ? next - target : target - next) / 2;
+}
+
+}  // namespace
+
+absl::StatusOr<AsmProgram> ToProgram(const DecodedCode& d) {
+  AsmProgram p;
+  p.first_line = d.first_line;
+  p.instructions.reserve(d.instructions.size());
+  auto index_of = [&d](int offset) -> int {
+    auto it = std::lower_bound(d.instructions.begin(), d.instructions.end(), offset,
+                               [](const Instruction& in, int off) { return in.offset < off; });
+    if (it == d.instructions.end()) return offset == d.code_units * 2 ? static_cast<int>(d.instructions.size()) : -1;
+    return it->offset == offset ? static_cast<int>(it - d.instructions.begin()) : -1;
+  };
+  for (const Instruction& in : d.instructions) {
+    AsmInstruction a{in.opcode, in.arg, -1, in.location};
+    if (in.argument.kind == ArgKind::kJump) {
+      a.arg = 0;
+      a.target = index_of(in.argument.jump_target);
+      if (a.target < 0 || a.target >= static_cast<int>(d.instructions.size())) {
+        return absl::DataLossError(absl::StrCat(in.name, " at offset ", in.offset,
+                                                " jumps to ", in.argument.jump_target,
+                                                ", which starts no instruction"));
+      }
+    }
+    p.instructions.push_back(a);
+  }
+  for (const ExceptionTableEntry& e : d.exception_table) {
+    AsmExceptionEntry a{index_of(e.start), index_of(e.end), index_of(e.target), e.depth, e.lasti};
+    if (a.start < 0 || a.end < 0 || a.target < 0) {
+      return absl::DataLossError(absl::StrCat("exception entry ", e.start, "-", e.end, " -> ",
+                                              e.target, " does not fall on instruction boundaries"));
+    }
+    p.exception_table.push_back(a);
+  }
+  return p;
+}
+
+absl::StatusOr<int> StackDepth(const AsmProgram& p) {
+  const size_t n = p.instructions.size();
+  std::vector<int> depth(n, -1);
+  std::vector<size_t> work;
+  int max_depth = 0;
+  auto reach = [&](size_t i, int d) -> absl::Status {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow entering ", Where(p, i)));
+    max_depth = std::max(max_depth, d);
+    if (depth[i] == -1) {
+      depth[i] = d;
+      work.push_back(i);
+    } else if (depth[i] != d) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(p, i), " is reached with stack depths ",
+                                                     depth[i], " and ", d));
+    }
+    return absl::OkStatus();
+  };
+  if (n == 0) return 0;
+  if (absl::Status s = reach(0, 0); !s.ok()) return s;
+  for (const AsmExceptionEntry& e : p.exception_table) {
+    if (e.start == e.end) continue;
+    if (absl::Status s = reach(static_cast<size_t>(e.target), e.depth + 1 + (e.lasti ? 1 : 0));
+        !s.ok()) {
+      return s;
+    }
+  }
+  while (!work.empty()) {
+    size_t i = work.back();
+    work.pop_back();
+    for (int d = depth[i];; ++i) {
+      const AsmInstruction& in = p.instructions[i];
+      const OpcodeInfo& info = Opcode(in.opcode);
+      int effect = StackEffect(in.opcode, in.arg, false);
+      if (effect == INT_MIN) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(p, i), ": no known stack effect"));
+      }
+      if (info.IsJump()) {
+        int jump_effect = StackEffect(in.opcode, in.arg, true);
+        if (absl::Status s = reach(static_cast<size_t>(in.target), d + jump_effect); !s.ok()) return s;
+      }
+      d += effect;
+      if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow at ", Where(p, i)));
+      max_depth = std::max(max_depth, d);
+      if (info.Has(kUnconditionalJump) || info.Has(kScopeExit)) break;
+      if (i + 1 >= n) {
+        return absl::InvalidArgumentError(absl::StrCat("execution falls off the end after ", Where(p, i)));
+      }
+      if (depth[i + 1] != -1) {
+        if (absl::Status s = reach(i + 1, d); !s.ok()) return s;
+        break;
+      }
+      depth[i + 1] = d;
+    }
+  }
+  return max_depth;
+}
+
+absl::StatusOr<AssembledCode> Assemble(const AsmProgram& p) {
+  if (absl::Status s = Validate(p); !s.ok()) return s;
+  const size_t n = p.instructions.size();
+  std::vector<int> opcodes(n), args(n), sizes(n), offsets(n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    const AsmInstruction& in = p.instructions[i];
+    opcodes[i] = in.opcode;
+    args[i] = Opcode(in.opcode).IsJump() ? 0 : in.arg;
+    sizes[i] = 1 + PrefixesFor(static_cast<unsigned>(args[i])) + Opcode(in.opcode).cache_entries;
+  }
+  // Relaxation: jump distances only grow as prefixes are added, so growing
+  // sizes until nothing changes reaches the compiler's (least) fixed point.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + sizes[i] * 2;
+    for (size_t i = 0; i < n; ++i) {
+      if (!Opcode(opcodes[i]).IsJump()) continue;
+      opcodes[i] = p.instructions[i].opcode;
+      args[i] = JumpArg(p, offsets, sizes, i, opcodes[i]);
+      const OpcodeInfo& info = Opcode(opcodes[i]);
+      int needed = 1 + PrefixesFor(static_cast<unsigned>(args[i])) + info.cache_entries;
+      if (needed > sizes[i]) {
+        sizes[i] = needed;
+        changed = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const OpcodeInfo& info = Opcode(opcodes[i]);
+    if (info.IsJump() && info.Has(kHasJumpRelative) &&
+        ((offsets[static_cast<size_t>(p.instructions[i].target)] < offsets[i] + sizes[i] * 2) !=
+         info.Has(kBackwardJump))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(p, i), info.Has(kBackwardJump) ? " can only jump backward"
+                                               : " can only jump forward"));
+    }
+  }
+
+  AssembledCode out;
+  out.code.reserve(static_cast<size_t>(offsets[n]));
+  std::vector<LocationRun> runs;
+  runs.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const OpcodeInfo& info = Opcode(opcodes[i]);
+    unsigned arg = static_cast<unsigned>(args[i]);
+    int prefixes = sizes[i] - 1 - info.cache_entries;
+    for (int k = prefixes; k > 0; --k) {
+      out.code.push_back(static_cast<char>(generated::kExtendedArg));
+      out.code.push_back(static_cast<char>((arg >> (8 * k)) & 0xff));
+    }
+    out.code.push_back(static_cast<char>(opcodes[i]));
+    out.code.push_back(static_cast<char>(arg & 0xff));
+    out.code.append(static_cast<size_t>(info.cache_entries) * 2, '\0');
+    runs.push_back({p.instructions[i].location, sizes[i]});
+  }
+  out.line_table = EncodeLocationTable(runs, p.first_line);
+
+  std::vector<ExceptionTableEntry> entries;
+  for (const AsmExceptionEntry& e : p.exception_table) {
+    if (e.start == e.end) continue;  // an edit emptied the range
+    entries.push_back({offsets[static_cast<size_t>(e.start)], offsets[static_cast<size_t>(e.end)],
+                       offsets[static_cast<size_t>(e.target)], e.depth, e.lasti});
+  }
+  out.exception_table = EncodeExceptionTable(entries);
+
+  // Depths are computed on the final opcodes (jump direction may have flipped).
+  AsmProgram final_program = p;
+  for (size_t i = 0; i < n; ++i) {
+    final_program.instructions[i].opcode = opcodes[i];
+    final_program.instructions[i].arg = args[i];
+  }
+  absl::StatusOr<int> depth = StackDepth(final_program);
+  if (!depth.ok()) return depth.status();
+  out.stack_size = *depth;
+  out.offsets.assign(offsets.begin(), offsets.end() - 1);
+  return out;
+}
+
+absl::StatusOr<python::Object> MakeCode(
+    const python::Object& like, const AssembledCode& a,
+    const std::vector<std::pair<std::string, python::Object>>& extra) {
+  using python::Object;
+  Object kwargs = Object::Steal(PyDict_New());
+  auto bytes = [](const std::string& s) {
+    return Object::Steal(PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+  };
+  std::vector<std::pair<std::string, Object>> items = {
+      {"co_code", bytes(a.code)},
+      {"co_exceptiontable", bytes(a.exception_table)},
+      {"co_linetable", bytes(a.line_table)},
+      {"co_stacksize", python::FromLong(a.stack_size)},
+  };
+  items.insert(items.end(), extra.begin(), extra.end());
+  for (const auto& [key, value] : items) {
+    if (!value || PyDict_SetItemString(kwargs.get(), key.c_str(), value.get()) != 0) {
+      return python::FetchError(absl::StrCat("preparing code.replace(", key, "=...)"));
+    }
+  }
+  Object replace = Object::Steal(PyObject_GetAttrString(like.get(), "replace"));
+  if (!replace) return python::FetchError("code.replace");
+  Object no_args = Object::Steal(PyTuple_New(0));
+  Object code = Object::Steal(PyObject_Call(replace.get(), no_args.get(), kwargs.get()));
+  if (!code) return python::FetchError("building the code object");
+  return code;
+}
+
+}  // namespace dynamo::bytecode

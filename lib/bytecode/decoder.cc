@@ -1,0 +1,260 @@
+#include "lib/bytecode/decoder.h"
+
+#include <Python.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "lib/bytecode/opcodes.h"
+#include "lib/bytecode/tables.h"
+#include "lib/python/error.h"
+
+namespace dynamo::bytecode {
+namespace {
+
+using python::Object;
+
+absl::StatusOr<absl::string_view> BytesAttr(const Object& code, const char* name, Object& keep) {
+  keep = Object::Steal(PyObject_GetAttrString(code.get(), name));
+  if (!keep) return python::FetchError(absl::StrCat("reading ", name));
+  if (!PyBytes_Check(keep.get())) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is not bytes"));
+  }
+  return absl::string_view(PyBytes_AS_STRING(keep.get()),
+                          static_cast<size_t>(PyBytes_GET_SIZE(keep.get())));
+}
+
+absl::StatusOr<std::vector<std::string>> Strings(PyObject* tuple, const char* what) {
+  if (tuple == nullptr || !PyTuple_Check(tuple)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not a tuple"));
+  }
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(PyTuple_GET_SIZE(tuple)));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
+    Py_ssize_t size = 0;
+    const char* s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(tuple, i), &size);
+    if (s == nullptr) return python::FetchError(what);
+    out.emplace_back(s, static_cast<size_t>(size));
+  }
+  return out;
+}
+
+std::string Utf8(PyObject* str) {
+  Py_ssize_t size = 0;
+  const char* s = str ? PyUnicode_AsUTF8AndSize(str, &size) : nullptr;
+  if (s == nullptr) {
+    PyErr_Clear();
+    return "";
+  }
+  return std::string(s, static_cast<size_t>(size));
+}
+
+// Fills `argument` from the oparg and the code object's tables.
+absl::Status Resolve(const DecodedCode& d, Instruction& in, int next_offset) {
+  const OpcodeInfo& info = Opcode(in.opcode);
+  Argument& a = in.argument;
+  if (!in.has_arg) return absl::OkStatus();
+  a.kind = ArgKind::kRaw;
+  auto out_of_range = [&](const char* table, size_t size) {
+    return absl::DataLossError(absl::StrCat(in.name, " at offset ", in.offset, ": index ", a.index,
+                                            " outside ", table, " (size ", size, ")"));
+  };
+  if (info.Has(kHasConst)) {
+    a.kind = ArgKind::kConst;
+    a.index = in.arg;
+    if (a.index >= PyTuple_GET_SIZE(d.consts.get())) {
+      return out_of_range("co_consts", static_cast<size_t>(PyTuple_GET_SIZE(d.consts.get())));
+    }
+  } else if (info.Has(kHasName)) {
+    a.kind = ArgKind::kName;
+    a.index = in.arg >> info.name_shift;
+    a.flags = in.arg & ((1 << info.name_shift) - 1);
+    if (static_cast<size_t>(a.index) >= d.names.size()) return out_of_range("co_names", d.names.size());
+    a.text = d.names[static_cast<size_t>(a.index)];
+  } else if (info.Has(kHasJumpRelative)) {
+    a.kind = ArgKind::kJump;
+    // Relative to the end of the instruction, inline caches included.
+    a.jump_target = next_offset + (info.Has(kBackwardJump) ? -in.arg : in.arg) * 2;
+  } else if (info.Has(kHasJumpAbsolute)) {
+    a.kind = ArgKind::kJump;
+    a.jump_target = in.arg * 2;
+  } else if (info.Has(kHasLocal) || info.Has(kHasFree)) {
+    a.kind = info.Has(kHasLocal) ? ArgKind::kLocal : ArgKind::kFree;
+    a.index = in.arg;
+    if (static_cast<size_t>(a.index) >= d.localsplus.size()) {
+      return out_of_range("the frame's variables", d.localsplus.size());
+    }
+    a.text = d.localsplus[static_cast<size_t>(a.index)];
+  } else if (info.Has(kHasCompare)) {
+    a.kind = ArgKind::kCompare;
+    a.index = in.arg >> generated::kCompareShift;
+    constexpr size_t n = std::size(generated::kCompareOps);
+    if (static_cast<size_t>(a.index) >= n) return out_of_range("cmp_op", n);
+    a.text = generated::kCompareOps[a.index];
+  } else if (in.opcode == generated::kBinaryOp) {
+    a.kind = ArgKind::kBinaryOp;
+    a.index = in.arg;
+    constexpr size_t n = std::size(generated::kBinaryOps);
+    if (static_cast<size_t>(a.index) >= n) return out_of_range("BINARY_OP's operators", n);
+    a.text = generated::kBinaryOps[a.index].symbol;
+#ifdef DYNAMO_HAS_FORMAT_VALUE
+  } else if (in.opcode == generated::kFormatValue) {
+    a.kind = ArgKind::kFormatValue;
+#endif
+  } else if (in.opcode == generated::kMakeFunction) {
+    a.kind = ArgKind::kMakeFunction;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeInto(const Object& code, const DecodeOptions& options, DecodedCode& d) {
+  if (!PyCode_Check(code.get())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a code object, got ", python::TypeName(code)));
+  }
+  auto* co = reinterpret_cast<PyCodeObject*>(code.get());
+  d.code = code;
+  d.name = Utf8(co->co_name);
+  d.qualname = Utf8(co->co_qualname);
+  d.filename = Utf8(co->co_filename);
+  d.first_line = co->co_firstlineno;
+  d.stack_size = co->co_stacksize;
+  d.flags = co->co_flags;
+  d.num_locals = co->co_nlocals;
+  d.consts = Object::Borrow(co->co_consts);
+
+  absl::StatusOr<std::vector<std::string>> names = Strings(co->co_names, "co_names");
+  if (!names.ok()) return names.status();
+  d.names = *std::move(names);
+  absl::StatusOr<std::vector<std::string>> localsplus =
+      Strings(co->co_localsplusnames, "co_localsplusnames");
+  if (!localsplus.ok()) return localsplus.status();
+  d.localsplus = *std::move(localsplus);
+
+  // co_code (not the adaptive, specialised copy): what dis and the assembler see.
+  Object code_bytes, line_bytes, exc_bytes;
+  absl::StatusOr<absl::string_view> raw = BytesAttr(code, "co_code", code_bytes);
+  if (!raw.ok()) return raw.status();
+  absl::StatusOr<absl::string_view> linetable = BytesAttr(code, "co_linetable", line_bytes);
+  if (!linetable.ok()) return linetable.status();
+  absl::StatusOr<absl::string_view> exctable = BytesAttr(code, "co_exceptiontable", exc_bytes);
+  if (!exctable.ok()) return exctable.status();
+  if (raw->size() % 2 != 0) return absl::DataLossError("co_code has an odd length");
+  d.code_units = static_cast<int>(raw->size() / 2);
+
+  absl::StatusOr<std::vector<Location>> locations =
+      DecodeLocationTable(*linetable, d.first_line, d.code_units);
+  if (!locations.ok()) return locations.status();
+  absl::StatusOr<std::vector<ExceptionTableEntry>> exceptions = DecodeExceptionTable(*exctable);
+  if (!exceptions.ok()) return exceptions.status();
+  d.exception_table = *std::move(exceptions);
+
+  // dis's rule for line starts: the first unit whose line differs from the
+  // last line seen (units without a line are skipped, not reset).
+  std::vector<int> line_start(static_cast<size_t>(d.code_units), -1);
+  for (int u = 0, last = -1; u < d.code_units; ++u) {
+    int line = (*locations)[static_cast<size_t>(u)].line;
+    if (line != -1 && line != last) {
+      line_start[static_cast<size_t>(u)] = line;
+      last = line;
+    }
+  }
+
+  const auto* bytes = reinterpret_cast<const unsigned char*>(raw->data());
+  d.instructions.reserve(static_cast<size_t>(d.code_units));
+  int unit = 0;
+  while (unit < d.code_units) {
+    Instruction in;
+    in.offset = unit * 2;
+    int extended = 0;
+    int starts_line = -1;
+    int op = Deopt(bytes[unit * 2]);
+    // Fold EXTENDED_ARG prefixes into the instruction they extend.
+    while (op == generated::kExtendedArg) {
+      if (starts_line == -1) starts_line = line_start[static_cast<size_t>(unit)];
+      extended = (extended | bytes[unit * 2 + 1]) << 8;
+      ++unit;
+      if (unit >= d.code_units) {
+        return absl::DataLossError(absl::StrCat("EXTENDED_ARG at the end of ", d.qualname));
+      }
+      op = Deopt(bytes[unit * 2]);
+    }
+    if (starts_line == -1) starts_line = line_start[static_cast<size_t>(unit)];
+    const OpcodeInfo& info = Opcode(op);
+    if (info.name == nullptr) {
+      return absl::DataLossError(
+          absl::StrCat("unknown opcode ", op, " at offset ", unit * 2, " of ", d.qualname));
+    }
+    in.opcode = op;
+    in.opcode_offset = unit * 2;
+    in.name = info.name;
+    in.has_arg = info.Has(kHasArg);
+    in.arg = in.has_arg ? (extended | bytes[unit * 2 + 1]) : 0;
+    in.location = (*locations)[static_cast<size_t>(unit)];
+    in.starts_line = starts_line;
+    unit += 1 + info.cache_entries;
+    if (unit > d.code_units) {
+      return absl::DataLossError(absl::StrCat(in.name, " at offset ", in.opcode_offset,
+                                              ": inline caches run past the end of the code"));
+    }
+    in.size = unit * 2 - in.offset;
+    if (absl::Status s = Resolve(d, in, unit * 2); !s.ok()) return s;
+    d.instructions.push_back(in);
+  }
+
+  // Jump targets: every jump destination, and (as dis does) every handler.
+  auto mark = [&d](int target) {
+    auto it = std::lower_bound(d.instructions.begin(), d.instructions.end(), target,
+                               [](const Instruction& in, int off) { return in.offset < off; });
+    if (it != d.instructions.end() && it->offset == target) it->is_jump_target = true;
+  };
+  for (const Instruction& in : d.instructions) {
+    if (in.argument.kind == ArgKind::kJump) mark(in.argument.jump_target);
+  }
+  for (const ExceptionTableEntry& e : d.exception_table) mark(e.target);
+
+  if (options.nested) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d.consts.get()); ++i) {
+      PyObject* c = PyTuple_GET_ITEM(d.consts.get(), i);
+      if (!PyCode_Check(c)) continue;
+      DecodedCode inner;
+      if (absl::Status s = DecodeInto(Object::Borrow(c), options, inner); !s.ok()) return s;
+      d.nested.push_back(std::move(inner));
+    }
+  }
+  return absl::OkStatus();
+}
+
+size_t Sum(const DecodedCode& d, size_t (*own)(const DecodedCode&)) {
+  size_t n = own(d);
+  for (const DecodedCode& inner : d.nested) n += Sum(inner, own);
+  return n;
+}
+
+}  // namespace
+
+python::Object DecodedCode::Constant(int index) const {
+  return Object::Borrow(PyTuple_GET_ITEM(consts.get(), index));
+}
+
+const Instruction* DecodedCode::At(int offset) const {
+  auto it = std::lower_bound(instructions.begin(), instructions.end(), offset,
+                             [](const Instruction& in, int off) { return in.offset < off; });
+  return it != instructions.end() && it->offset == offset ? &*it : nullptr;
+}
+
+size_t DecodedCode::TotalInstructions() const {
+  return Sum(*this, [](const DecodedCode& d) { return d.instructions.size(); });
+}
+
+size_t DecodedCode::TotalCodeObjects() const {
+  return Sum(*this, [](const DecodedCode&) { return size_t{1}; });
+}
+
+absl::StatusOr<DecodedCode> Decode(const python::Object& code, const DecodeOptions& options) {
+  DecodedCode d;
+  if (absl::Status s = DecodeInto(code, options, d); !s.ok()) return s;
+  return d;
+}
+
+}  // namespace dynamo::bytecode

@@ -1,0 +1,28 @@
+// Human-readable listings of decoded code, in the layout of Python's `dis`
+// (line, jump-target marker, offset, opcode, oparg, resolved argument), with
+// EXTENDED_ARG folded into the instruction it extends and headers that carry
+// no memory addresses, so listings can be diffed.
+//
+//   std::string text = Disassemble(*Decode(code));
+#pragma once
+
+#include <string>
+
+#include "lib/bytecode/decoder.h"
+
+namespace dynamo::bytecode {
+
+struct DisassembleOptions {
+  bool nested = true;           // also list nested code objects, after their parent
+  bool exception_table = true;  // print the ExceptionTable section
+};
+
+// The text dis puts in parentheses after the oparg ("NULL + torch", "to 24",
+// "+"), except that code-object constants print as "<code object f, line 3>"
+// (dis includes an address).
+[[nodiscard]] std::string ArgRepr(const DecodedCode& code, const Instruction& in);
+
+[[nodiscard]] std::string Disassemble(const DecodedCode& code,
+                                      const DisassembleOptions& options = {});
+
+}  // namespace dynamo::bytecode

@@ -1,0 +1,98 @@
+#include "lib/python/error.h"
+
+#include <Python.h>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/python/object.h"
+
+namespace dynamo::python {
+namespace {
+
+constexpr absl::string_view kTracebackPayload = "dynamo.python/traceback";
+constexpr absl::string_view kTypePayload = "dynamo.python/type";
+
+// Formats with the traceback module; returns "" if even that fails (the
+// summary line is still useful on its own).
+std::string FormatTraceback(const Object& type, const Object& value, const Object& tb) {
+  absl::StatusOr<Object> traceback = Import("traceback");
+  if (!traceback.ok()) return "";
+  Object fn = Object::Steal(PyObject_GetAttrString(traceback->get(), "format_exception"));
+  if (!fn) {
+    PyErr_Clear();
+    return "";
+  }
+  Object lines = Object::Steal(PyObject_CallFunctionObjArgs(
+      fn.get(), type.get(), value ? value.get() : Py_None, tb ? tb.get() : Py_None, nullptr));
+  if (!lines) {
+    PyErr_Clear();
+    return "";
+  }
+  Object empty = FromString("");
+  Object joined = Object::Steal(PyUnicode_Join(empty.get(), lines.get()));
+  if (!joined) {
+    PyErr_Clear();
+    return "";
+  }
+  absl::StatusOr<std::string> text = AsString(joined);
+  return text.ok() ? *text : "";
+}
+
+absl::StatusCode CodeFor(PyObject* type) {
+  if (PyErr_GivenExceptionMatches(type, PyExc_SyntaxError)) return absl::StatusCode::kInvalidArgument;
+  if (PyErr_GivenExceptionMatches(type, PyExc_ModuleNotFoundError) ||
+      PyErr_GivenExceptionMatches(type, PyExc_FileNotFoundError)) {
+    return absl::StatusCode::kNotFound;
+  }
+  return absl::StatusCode::kUnknown;
+}
+
+}  // namespace
+
+absl::Status FetchError(absl::string_view context) {
+  PyObject *raw_type = nullptr, *raw_value = nullptr, *raw_tb = nullptr;
+  PyErr_Fetch(&raw_type, &raw_value, &raw_tb);
+  if (raw_type == nullptr) {
+    return absl::InternalError(absl::StrCat(context, ": failed without a Python exception"));
+  }
+  PyErr_NormalizeException(&raw_type, &raw_value, &raw_tb);
+  Object type = Object::Steal(raw_type);
+  Object value = Object::Steal(raw_value);
+  Object tb = Object::Steal(raw_tb);
+  if (tb && value) PyException_SetTraceback(value.get(), tb.get());
+
+  std::string type_name = reinterpret_cast<PyTypeObject*>(type.get())->tp_name;
+  std::string message;
+  if (value) {
+    Object str = Object::Steal(PyObject_Str(value.get()));
+    absl::StatusOr<std::string> s = str ? AsString(str) : absl::UnknownError("");
+    if (s.ok()) message = *s;
+    PyErr_Clear();
+  }
+  std::string summary = message.empty() ? type_name : absl::StrCat(type_name, ": ", message);
+  // One line: a multi-line exception message is folded so callers that print
+  // the status keep the "one clear line" promise.
+  for (char& c : summary) {
+    if (c == '\n') c = ' ';
+  }
+  absl::Status status(CodeFor(type.get()),
+                      context.empty() ? summary : absl::StrCat(context, ": ", summary));
+  status.SetPayload(kTracebackPayload, absl::Cord(FormatTraceback(type, value, tb)));
+  status.SetPayload(kTypePayload, absl::Cord(type_name));
+  return status;
+}
+
+std::optional<std::string> PythonTraceback(const absl::Status& status) {
+  auto p = status.GetPayload(kTracebackPayload);
+  if (!p) return std::nullopt;
+  return std::string(*p);
+}
+
+std::optional<std::string> PythonExceptionType(const absl::Status& status) {
+  auto p = status.GetPayload(kTypePayload);
+  if (!p) return std::nullopt;
+  return std::string(*p);
+}
+
+}  // namespace dynamo::python

@@ -1,0 +1,30 @@
+// Python exceptions become absl::Status at every boundary of libdynamo.
+//
+//   Object mod = Object::Steal(PyImport_ImportModule(name));
+//   if (!mod) return FetchError(absl::StrCat("importing ", name));
+//   // -> "importing foo: ModuleNotFoundError: No module named 'foo'"
+//
+// The status message is one line ("<context>: <Type>: <message>"); the full
+// Python traceback rides along as a payload for whoever wants to show it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+
+namespace dynamo::python {
+
+// Takes the pending Python exception (clearing it) and returns it as a Status.
+// Must be called with an exception set; without one it returns an internal
+// error that says so rather than pretending success.
+[[nodiscard]] absl::Status FetchError(absl::string_view context);
+
+// The Python traceback text attached by FetchError, if any.
+std::optional<std::string> PythonTraceback(const absl::Status& status);
+
+// The exception's type name (e.g. "SyntaxError") attached by FetchError.
+std::optional<std::string> PythonExceptionType(const absl::Status& status);
+
+}  // namespace dynamo::python

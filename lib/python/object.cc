@@ -1,0 +1,116 @@
+#include "lib/python/object.h"
+
+#include "absl/strings/str_cat.h"
+#include "lib/python/error.h"
+
+namespace dynamo::python {
+namespace {
+
+absl::StatusOr<Object> Checked(PyObject* result, absl::string_view context) {
+  if (result == nullptr) return FetchError(context);
+  return Object::Steal(result);
+}
+
+Object PackTuple(const std::vector<Object>& items) {
+  Object t = Object::Steal(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+  for (size_t i = 0; i < items.size(); ++i) {
+    Object item = items[i];  // PyTuple_SET_ITEM steals the copy's reference
+    PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), item.release());
+  }
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name) {
+  Object key = FromString(name);
+  return Checked(PyObject_GetAttr(obj.get(), key.get()),
+                 absl::StrCat("getattr(", TypeName(obj), ", '", name, "')"));
+}
+
+absl::StatusOr<Object> Import(absl::string_view module) {
+  std::string name(module);
+  return Checked(PyImport_ImportModule(name.c_str()), absl::StrCat("import ", module));
+}
+
+absl::StatusOr<Object> Call(const Object& callable, const std::vector<Object>& args) {
+  Object tuple = PackTuple(args);
+  return Checked(PyObject_Call(callable.get(), tuple.get(), nullptr),
+                 absl::StrCat("calling ", Repr(callable)));
+}
+
+absl::StatusOr<Object> CallMethod(const Object& obj, absl::string_view name,
+                                  const std::vector<Object>& args) {
+  absl::StatusOr<Object> method = GetAttr(obj, name);
+  if (!method.ok()) return method.status();
+  return Call(*method, args);
+}
+
+Object FromString(absl::string_view s) {
+  return Object::Steal(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+}
+Object FromLong(long long v) { return Object::Steal(PyLong_FromLongLong(v)); }
+Object FromBool(bool v) { return Object::Borrow(v ? Py_True : Py_False); }
+Object None() { return Object::Borrow(Py_None); }
+Object MakeTuple(const std::vector<Object>& items) { return PackTuple(items); }
+Object MakeList(const std::vector<Object>& items) {
+  Object l = Object::Steal(PyList_New(static_cast<Py_ssize_t>(items.size())));
+  for (size_t i = 0; i < items.size(); ++i) {
+    Object item = items[i];
+    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), item.release());
+  }
+  return l;
+}
+
+absl::StatusOr<std::string> AsString(const Object& obj) {
+  if (!obj || !PyUnicode_Check(obj.get())) {
+    return absl::InvalidArgumentError(absl::StrCat("expected str, got ", TypeName(obj)));
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(obj.get(), &size);
+  if (data == nullptr) return FetchError("decoding str as UTF-8");
+  return std::string(data, static_cast<size_t>(size));
+}
+
+absl::StatusOr<long long> AsLong(const Object& obj) {
+  if (!obj || !PyLong_Check(obj.get())) {
+    return absl::InvalidArgumentError(absl::StrCat("expected int, got ", TypeName(obj)));
+  }
+  long long v = PyLong_AsLongLong(obj.get());
+  if (v == -1 && PyErr_Occurred()) return FetchError("converting int");
+  return v;
+}
+
+absl::StatusOr<std::vector<Object>> AsVector(const Object& seq) {
+  Object fast = Object::Steal(PySequence_Fast(seq.get(), "expected an iterable"));
+  if (!fast) return FetchError("iterating");
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.get());
+  std::vector<Object> out;
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    out.push_back(Object::Borrow(PySequence_Fast_GET_ITEM(fast.get(), i)));
+  }
+  return out;
+}
+
+std::string Repr(const Object& obj) {
+  if (!obj) return "<null>";
+  Object r = Object::Steal(PyObject_Repr(obj.get()));
+  if (!r) {
+    PyErr_Clear();
+    return "<repr failed>";
+  }
+  absl::StatusOr<std::string> s = AsString(r);
+  if (!s.ok()) {
+    PyErr_Clear();
+    return "<repr failed>";
+  }
+  return *std::move(s);
+}
+
+std::string TypeName(const Object& obj) {
+  if (!obj) return "NULL";
+  return Py_TYPE(obj.get())->tp_name;
+}
+
+}  // namespace dynamo::python

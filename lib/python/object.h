@@ -1,0 +1,76 @@
+// The one owning handle for PyObject*: the only code in libdynamo that
+// touches reference counts.
+//
+// A raw PyObject* enters only through an explicit choice of ownership:
+//
+//   Object mod = Object::Steal(PyImport_ImportModule("dis"));  // new reference
+//   Object co  = Object::Borrow(PyFunction_GetCode(fn));       // borrowed one
+//   if (!mod) return FetchError("importing dis");
+//
+// Object is a value type: copies add a reference, moves transfer it, the
+// destructor drops it. Every use needs the GIL (see Interpreter).
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace dynamo::python {
+
+class Object {
+ public:
+  Object() = default;
+  // Takes ownership of a new reference (may be null: the result is empty).
+  [[nodiscard]] static Object Steal(PyObject* p) { return Object(p); }
+  // Shares a borrowed reference: adds one of our own.
+  [[nodiscard]] static Object Borrow(PyObject* p) {
+    Py_XINCREF(p);
+    return Object(p);
+  }
+
+  Object(const Object& other) : p_(other.p_) { Py_XINCREF(p_); }
+  Object(Object&& other) noexcept : p_(std::exchange(other.p_, nullptr)) {}
+  Object& operator=(Object other) noexcept {
+    std::swap(p_, other.p_);
+    return *this;
+  }
+  ~Object() { Py_XDECREF(p_); }
+
+  [[nodiscard]] PyObject* get() const { return p_; }
+  // Gives the reference away (to an API that steals it).
+  [[nodiscard]] PyObject* release() { return std::exchange(p_, nullptr); }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  explicit Object(PyObject* p) : p_(p) {}
+  PyObject* p_ = nullptr;
+};
+
+// Small conveniences over the C API; each returns a Status carrying the Python
+// exception (see error.h) instead of leaving it set.
+absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name);
+absl::StatusOr<Object> Import(absl::string_view module);
+// Calls `callable(*args)`.
+absl::StatusOr<Object> Call(const Object& callable, const std::vector<Object>& args = {});
+absl::StatusOr<Object> CallMethod(const Object& obj, absl::string_view name,
+                                  const std::vector<Object>& args = {});
+
+Object FromString(absl::string_view s);
+Object FromLong(long long v);
+Object FromBool(bool v);
+Object None();
+Object MakeTuple(const std::vector<Object>& items);
+Object MakeList(const std::vector<Object>& items);
+
+absl::StatusOr<std::string> AsString(const Object& obj);  // str objects only
+absl::StatusOr<long long> AsLong(const Object& obj);      // int objects only
+absl::StatusOr<std::vector<Object>> AsVector(const Object& seq);  // any iterable
+std::string Repr(const Object& obj);  // never fails: falls back to "<repr failed>"
+std::string TypeName(const Object& obj);
+
+}  // namespace dynamo::python
