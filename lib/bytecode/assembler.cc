@@ -71,6 +71,7 @@ int JumpArg(const AsmProgram& p, const std::vector<int>& offsets, const std::vec
 absl::StatusOr<AsmProgram> ToProgram(const DecodedCode& d) {
   AsmProgram p;
   p.first_line = d.first_line;
+  p.flags = d.flags;
   p.instructions.reserve(d.instructions.size());
   auto index_of = [&d](int offset) -> int {
     auto it = std::lower_bound(d.instructions.begin(), d.instructions.end(), offset,
@@ -102,6 +103,22 @@ absl::StatusOr<AsmProgram> ToProgram(const DecodedCode& d) {
   return p;
 }
 
+void InsertInstructions(AsmProgram& p, int at, const std::vector<AsmInstruction>& block) {
+  const int n = static_cast<int>(block.size());
+  auto shift = [at, n](int& index) {
+    if (index >= at) index += n;
+  };
+  for (AsmInstruction& in : p.instructions) {
+    if (in.target >= 0) shift(in.target);
+  }
+  for (AsmExceptionEntry& e : p.exception_table) {
+    shift(e.start);
+    if (e.end > at) e.end += n;
+    shift(e.target);
+  }
+  p.instructions.insert(p.instructions.begin() + at, block.begin(), block.end());
+}
+
 absl::StatusOr<int> StackDepth(const AsmProgram& p) {
   const size_t n = p.instructions.size();
   std::vector<int> depth(n, -1);
@@ -120,7 +137,10 @@ absl::StatusOr<int> StackDepth(const AsmProgram& p) {
     return absl::OkStatus();
   };
   if (n == 0) return 0;
-  if (absl::Status s = reach(0, 0); !s.ok()) return s;
+  // As in the compiler: a generator's frame starts with the value that
+  // RETURN_GENERATOR leaves for the first POP_TOP.
+  const bool generator = p.flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR);
+  if (absl::Status s = reach(0, generator ? 1 : 0); !s.ok()) return s;
   for (const AsmExceptionEntry& e : p.exception_table) {
     if (e.start == e.end) continue;
     if (absl::Status s = reach(static_cast<size_t>(e.target), e.depth + 1 + (e.lasti ? 1 : 0));

@@ -42,6 +42,7 @@ struct AsmExceptionEntry {
 
 struct AsmProgram {
   int first_line = 0;
+  int flags = 0;  // co_flags: generators and coroutines start with one stack item
   std::vector<AsmInstruction> instructions;
   std::vector<AsmExceptionEntry> exception_table;
 };
@@ -57,6 +58,13 @@ struct AssembledCode {
 // The decoded instructions as a program: jump targets and exception ranges
 // become instruction indexes.
 [[nodiscard]] absl::StatusOr<AsmProgram> ToProgram(const DecodedCode& decoded);
+
+// Inserts `block` before instruction `at` (at == size appends). Indexes at or
+// after `at` shift: jumps to the old instruction `at` keep landing on it, past
+// the block; an exception range that strictly contains `at` grows to protect
+// the block, one starting at `at` stays after it. Jump targets inside `block`
+// are indexes in the program after insertion.
+void InsertInstructions(AsmProgram& program, int at, const std::vector<AsmInstruction>& block);
 
 [[nodiscard]] absl::StatusOr<AssembledCode> Assemble(const AsmProgram& program);
 

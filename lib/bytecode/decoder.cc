@@ -202,16 +202,18 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
     d.instructions.push_back(in);
   }
 
-  // Jump targets: every jump destination, and (as dis does) every handler.
-  auto mark = [&d](int target) {
-    auto it = std::lower_bound(d.instructions.begin(), d.instructions.end(), target,
+  auto find = [&d](int offset) -> Instruction* {
+    auto it = std::lower_bound(d.instructions.begin(), d.instructions.end(), offset,
                                [](const Instruction& in, int off) { return in.offset < off; });
-    if (it != d.instructions.end() && it->offset == target) it->is_jump_target = true;
+    return it != d.instructions.end() && it->offset == offset ? &*it : nullptr;
   };
   for (const Instruction& in : d.instructions) {
-    if (in.argument.kind == ArgKind::kJump) mark(in.argument.jump_target);
+    if (in.argument.kind != ArgKind::kJump) continue;
+    if (Instruction* target = find(in.argument.jump_target)) target->is_jump_target = true;
   }
-  for (const ExceptionTableEntry& e : d.exception_table) mark(e.target);
+  for (const ExceptionTableEntry& e : d.exception_table) {
+    if (Instruction* target = find(e.target)) target->is_handler = true;
+  }
 
   if (options.nested) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d.consts.get()); ++i) {

@@ -39,7 +39,7 @@ void DisassembleOne(const DecodedCode& code, const DisassembleOptions& options,
     if (in.starts_line != -1 && in.offset > 0) out += "\n";
     std::string line = in.starts_line != -1 ? absl::StrFormat("%*d", line_width, in.starts_line)
                                             : std::string(static_cast<size_t>(line_width), ' ');
-    std::string row = absl::StrFormat("%s     %s %*d %-*s", line, in.is_jump_target ? ">>" : "  ",
+    std::string row = absl::StrFormat("%s     %s %*d %-*s", line, in.is_jump_target || in.is_handler ? ">>" : "  ",
                                       offset_width, in.offset, kOpnameWidth, in.name);
     if (in.has_arg) {
       absl::StrAppend(&row, absl::StrFormat(" %*d", kOpargWidth, in.arg));

@@ -19,7 +19,8 @@ struct DisassembleOptions {
 
 // The text dis puts in parentheses after the oparg ("NULL + torch", "to 24",
 // "+"), except that code-object constants print as "<code object f, line 3>"
-// (dis includes an address).
+// (dis includes an address) and KW_NAMES shows its names (3.11's dis leaves
+// them unresolved).
 [[nodiscard]] std::string ArgRepr(const DecodedCode& code, const Instruction& in);
 
 [[nodiscard]] std::string Disassemble(const DecodedCode& code,

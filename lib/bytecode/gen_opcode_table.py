@@ -115,6 +115,10 @@ def main(out_path):
     out.append(f"inline constexpr int kPythonMinor = {v.minor};")
     out.append(f"inline constexpr int kHaveArgument = {opcode.HAVE_ARGUMENT};")
     out.append(f"inline constexpr int kCompareShift = {compare_shift()};")
+    # The compiler writes one location entry per instruction in 3.11 and
+    # merges runs of instructions with equal locations from 3.12 on.
+    merge = "true" if sys.version_info >= (3, 12) else "false"
+    out.append(f"inline constexpr bool kMergeLocationRuns = {merge};")
     out.append("")
     out.append("// Opcode numbers, named after CPython's in CamelCase (Python.h's macros")
     out.append("// would clash with the upper-case names).")

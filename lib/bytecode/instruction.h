@@ -58,7 +58,8 @@ struct Instruction {
   Argument argument;
   Location location;      // of the opcode's code unit
   int starts_line = -1;   // line number if a new source line starts here (dis's rule)
-  bool is_jump_target = false;  // a jump or an exception handler lands here
+  bool is_jump_target = false;  // a jump lands here (dis.get_instructions's meaning)
+  bool is_handler = false;      // an exception-table entry's handler starts here
 
   [[nodiscard]] int end_offset() const { return offset + size; }
 };

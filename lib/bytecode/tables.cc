@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "lib/bytecode/opcodes.h"
 
 namespace dynamo::bytecode {
 namespace {
@@ -159,13 +160,18 @@ absl::StatusOr<std::vector<Location>> DecodeLocationTable(absl::string_view tabl
 }
 
 std::string EncodeLocationTable(const std::vector<LocationRun>& runs, int first_line) {
+  return EncodeLocationTable(runs, first_line, generated::kMergeLocationRuns);
+}
+
+std::string EncodeLocationTable(const std::vector<LocationRun>& runs, int first_line,
+                                bool merge) {
   std::string out;
   int line = first_line;
   size_t i = 0;
   while (i < runs.size()) {
     Location loc = runs[i].location;
-    int units = 0;
-    for (; i < runs.size() && runs[i].location == loc; ++i) units += runs[i].units;
+    int units = runs[i++].units;
+    for (; merge && i < runs.size() && runs[i].location == loc; ++i) units += runs[i].units;
     // The compiler splits long runs from the front: 8, 8, ..., remainder.
     while (units > kMaxRunUnits) {
       PutEntry(out, loc, kMaxRunUnits, line);

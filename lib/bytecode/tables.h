@@ -27,8 +27,11 @@ struct LocationRun {
   int units = 0;
 };
 
-// Encodes runs in code order. Adjacent runs with equal locations are merged
-// first, as the compiler does.
+// Encodes runs (one per instruction) in code order. With `merge`, adjacent
+// runs with equal locations share entries, as the 3.12+ compiler does; 3.11
+// writes each instruction separately. The default is the target's behaviour.
+[[nodiscard]] std::string EncodeLocationTable(const std::vector<LocationRun>& runs,
+                                              int first_line, bool merge);
 [[nodiscard]] std::string EncodeLocationTable(const std::vector<LocationRun>& runs,
                                               int first_line);
 

@@ -39,7 +39,11 @@ class Object {
     std::swap(p_, other.p_);
     return *this;
   }
-  ~Object() { Py_XDECREF(p_); }
+  // A handle that outlives the interpreter (a static destroyed after
+  // Py_Finalize) must not touch the freed runtime: it lets go silently.
+  ~Object() {
+    if (p_ != nullptr && Py_IsInitialized()) Py_DECREF(p_);
+  }
 
   [[nodiscard]] PyObject* get() const { return p_; }
   // Gives the reference away (to an API that steals it).

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -130,12 +131,15 @@ absl::StatusOr<Object> ImportScript(absl::string_view path, const ImportOptions&
 
 absl::StatusOr<Target> ResolveTarget(const Object& module, absl::string_view dotted) {
   if (dotted.empty()) return absl::InvalidArgumentError("the target name is empty");
-  Object current = module;
-  std::string walked;
-  for (absl::string_view part : absl::StrSplit(dotted, '.')) {
+  std::vector<absl::string_view> parts = absl::StrSplit(dotted, '.');
+  for (absl::string_view part : parts) {
     if (part.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("'", dotted, "' is not a valid dotted name"));
     }
+  }
+  Object current = module;
+  std::string walked;
+  for (absl::string_view part : parts) {
     std::string where = walked.empty() ? "the script" : absl::StrCat("'", walked, "'");
     Object key = FromString(part);
     Object next = Object::Steal(PyObject_GetAttr(current.get(), key.get()));
@@ -184,8 +188,10 @@ absl::StatusOr<Target> ResolveTarget(const Object& module, absl::string_view dot
     return absl::InvalidArgumentError(absl::StrCat(
         prefix, "is a ", what, " object, not a function; did you mean '", dotted, ".forward'?"));
   }
+  const char* article = absl::string_view("aeiou").find(what.empty() ? 'x' : what[0]) !=
+                                absl::string_view::npos ? "an " : "a ";
   return absl::InvalidArgumentError(
-      absl::StrCat(prefix, "is a ", what, ", not a Python function or method"));
+      absl::StrCat(prefix, "is ", article, what, ", not a Python function or method"));
 }
 
 }  // namespace dynamo::python

@@ -1,0 +1,172 @@
+// lib/python: the handle's ownership rules, exceptions as Status, importing
+// scripts and resolving dotted targets.
+#include <Python.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "lib/python/error.h"
+#include "lib/python/object.h"
+#include "lib/python/script.h"
+#include "test/test_support.h"
+
+namespace dynamo::python {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory with the given files, removed at scope exit.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char tmpl[] = "/tmp/dynamo_python_test_XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~ScratchDir() { fs::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::string p = (path_ / name).string();
+    std::ofstream(p) << text;
+    return p;
+  }
+
+ private:
+  fs::path path_;
+};
+
+TEST_CASE("Object: steal, borrow, copy and move keep counts exact", "[python]") {
+  PyObject* raw = PyList_New(0);  // one reference, ours
+  REQUIRE(Py_REFCNT(raw) == 1);
+  {
+    Object owner = Object::Steal(raw);
+    CHECK(Py_REFCNT(raw) == 1);
+    Object borrowed = Object::Borrow(raw);
+    CHECK(Py_REFCNT(raw) == 2);
+    Object copy = borrowed;
+    CHECK(Py_REFCNT(raw) == 3);
+    Object moved = std::move(copy);
+    CHECK(Py_REFCNT(raw) == 3);
+    CHECK_FALSE(copy);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+    moved = Object();
+    CHECK(Py_REFCNT(raw) == 2);
+    Py_INCREF(raw);  // keep it alive past the scope to observe the final count
+  }
+  CHECK(Py_REFCNT(raw) == 1);
+  { Object last = Object::Steal(raw); }  // and drop it
+  CHECK(Object::Steal(nullptr).get() == nullptr);
+}
+
+TEST_CASE("FetchError: one-line message, type and traceback payloads", "[python]") {
+  Object module = testing::ModuleFromSource(
+      "raiser", "def boom():\n    raise ValueError('bad\\nthing')\n");
+  absl::StatusOr<Object> result = CallMethod(module, "boom");
+  REQUIRE_FALSE(result.ok());
+  std::string message(result.status().message());
+  CHECK(message.find("ValueError: bad thing") != std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK(PythonExceptionType(result.status()) == "ValueError");
+  std::optional<std::string> tb = PythonTraceback(result.status());
+  REQUIRE(tb);
+  CHECK(tb->find("Traceback (most recent call last)") != std::string::npos);
+  CHECK(tb->find("raiser.py\", line 2, in boom") != std::string::npos);
+  CHECK_FALSE(PyErr_Occurred());
+
+  absl::Status no_error = FetchError("nothing pending");
+  CHECK(no_error.code() == absl::StatusCode::kInternal);
+}
+
+TEST_CASE("ImportScript: module name, sys.path, __main__ and failures", "[python]") {
+  ScratchDir dir;
+  std::string helper = dir.Write("script_helper_mod.py", "VALUE = 41\n");
+  std::string script = dir.Write("my_model.py",
+                                 "import script_helper_mod\n"
+                                 "NAME = __name__\n"
+                                 "VALUE = script_helper_mod.VALUE + 1\n"
+                                 "if __name__ == '__main__':\n    RAN_MAIN = True\n");
+  absl::StatusOr<Object> m = ImportScript(script);
+  DYNAMO_REQUIRE_OK(m);
+  CHECK(*AsString(*GetAttr(*m, "NAME")) == "my_model");
+  CHECK(*AsLong(*GetAttr(*m, "VALUE")) == 42);  // its directory was on sys.path
+  CHECK_FALSE(GetAttr(*m, "RAN_MAIN").ok());
+
+  absl::StatusOr<Object> as_main = ImportScript(script, {.as_main = true});
+  DYNAMO_REQUIRE_OK(as_main);
+  CHECK(*AsString(*GetAttr(*as_main, "NAME")) == "__main__");
+  CHECK(GetAttr(*as_main, "RAN_MAIN").ok());
+
+  // A script named like a loaded module must not replace it.
+  REQUIRE(Import("json").ok());
+  std::string shadow = dir.Write("json.py", "X = 1\n");
+  absl::StatusOr<Object> json_script = ImportScript(shadow);
+  DYNAMO_REQUIRE_OK(json_script);
+  CHECK(*AsString(*GetAttr(*json_script, "__name__")) != "json");
+  absl::StatusOr<Object> real_json = Import("json");
+  CHECK(GetAttr(*real_json, "dumps").ok());
+
+  absl::StatusOr<Object> missing = ImportScript(dir.Write("x", "") + "_does_not_exist.py");
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK(std::string(missing.status().message()).find("does not exist") != std::string::npos);
+
+  absl::StatusOr<Object> syntax = ImportScript(dir.Write("broken.py", "def f(:\n  pass\n"));
+  REQUIRE_FALSE(syntax.ok());
+  CHECK(std::string(syntax.status().message()).find("SyntaxError") != std::string::npos);
+  CHECK(std::string(syntax.status().message()).find("line 1") != std::string::npos);
+
+  absl::StatusOr<Object> raises =
+      ImportScript(dir.Write("raises.py", "x = 1\nraise RuntimeError('at import')\n"));
+  REQUIRE_FALSE(raises.ok());
+  std::string msg(raises.status().message());
+  CHECK(msg.find("RuntimeError: at import") != std::string::npos);
+  CHECK(msg.find("raises.py:2") != std::string::npos);
+  CHECK_FALSE(PyErr_Occurred());
+}
+
+TEST_CASE("ResolveTarget: functions, methods, bound methods and errors", "[python]") {
+  ScratchDir dir;
+  std::string script = dir.Write("targets.py",
+                                 "import math\n"
+                                 "def forward(x):\n    return x\n"
+                                 "class Model:\n"
+                                 "    def forward(self, x):\n        return x\n"
+                                 "    class Inner:\n"
+                                 "        def go(self):\n            pass\n"
+                                 "model = Model()\n"
+                                 "number = 3\n");
+  absl::StatusOr<Object> m = ImportScript(script);
+  DYNAMO_REQUIRE_OK(m);
+
+  absl::StatusOr<Target> fn = ResolveTarget(*m, "forward");
+  DYNAMO_REQUIRE_OK(fn);
+  CHECK(PyCode_Check(fn->code.get()));
+  CHECK_FALSE(fn->self);
+
+  absl::StatusOr<Target> unbound = ResolveTarget(*m, "Model.forward");
+  DYNAMO_REQUIRE_OK(unbound);
+  CHECK_FALSE(unbound->self);
+
+  absl::StatusOr<Target> bound = ResolveTarget(*m, "model.forward");
+  DYNAMO_REQUIRE_OK(bound);
+  CHECK(bound->self.get() == GetAttr(*m, "model")->get());
+  CHECK(bound->code.get() == unbound->code.get());
+
+  CHECK(ResolveTarget(*m, "Model.Inner.go").ok());
+
+  auto error = [&](const char* target) {
+    absl::StatusOr<Target> t = ResolveTarget(*m, target);
+    REQUIRE_FALSE(t.ok());
+    return std::string(t.status().message());
+  };
+  CHECK(error("nope") == "the script has no attribute 'nope'");
+  CHECK(error("Model.nope") == "'Model' has no attribute 'nope'");
+  CHECK(error("model") == "target 'model' is a Model object, not a function; did you mean 'model.forward'?");
+  CHECK(error("Model").find("is a class") != std::string::npos);
+  CHECK(error("math").find("is a module") != std::string::npos);
+  CHECK(error("math.sqrt").find("built-in") != std::string::npos);
+  CHECK(error("number").find("is an int, not a Python function") != std::string::npos);
+  CHECK(error("a..b").find("not a valid dotted name") != std::string::npos);
+  CHECK_FALSE(PyErr_Occurred());
+}
+
+}  // namespace
+}  // namespace dynamo::python
