@@ -120,6 +120,15 @@ def exception_entries(code):
             for e in dis._parse_exception_table(code)]
 
 
-def dis_all(code):
-    """The benchmark's peer: Python's own decoding of one code object."""
-    return list(dis.get_instructions(code))
+def all_code_objects(roots=None):
+    """Every code object of the corpus, flattened (the benchmark's input)."""
+    codes, _ = load(roots)
+    return [c for _name, module in codes for c in walk(module)]
+
+
+def dis_everything(code_objects):
+    """Python's own decoding of each code object: the benchmark's peer."""
+    n = 0
+    for co in code_objects:
+        n += len(list(dis.get_instructions(co)))
+    return n
