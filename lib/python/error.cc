@@ -12,6 +12,32 @@ namespace {
 
 constexpr absl::string_view kTracebackPayload = "dynamo.python/traceback";
 constexpr absl::string_view kTypePayload = "dynamo.python/type";
+constexpr absl::string_view kSitePayload = "dynamo.python/site";
+
+// The innermost frame of the traceback outside importlib's frozen modules,
+// as "file:line"; "" when there is none. Attribute access keeps this
+// independent of the traceback struct, which changes between versions.
+std::string RaiseSite(const Object& tb) {
+  std::string site;
+  for (Object t = tb; t && t.get() != Py_None;) {
+    Object frame = Object::Steal(PyObject_GetAttrString(t.get(), "tb_frame"));
+    Object line = Object::Steal(PyObject_GetAttrString(t.get(), "tb_lineno"));
+    Object code = frame ? Object::Steal(PyObject_GetAttrString(frame.get(), "f_code")) : Object();
+    Object file = code ? Object::Steal(PyObject_GetAttrString(code.get(), "co_filename")) : Object();
+    if (!file || !line) {
+      PyErr_Clear();
+      break;
+    }
+    absl::StatusOr<std::string> name = AsString(file);
+    absl::StatusOr<long long> number = AsLong(line);
+    if (name.ok() && number.ok() && !name->starts_with("<frozen")) {
+      site = absl::StrCat(*name, ":", *number);
+    }
+    t = Object::Steal(PyObject_GetAttrString(t.get(), "tb_next"));
+  }
+  PyErr_Clear();
+  return site;
+}
 
 // Formats with the traceback module; returns "" if even that fails (the
 // summary line is still useful on its own).
@@ -80,11 +106,20 @@ absl::Status FetchError(absl::string_view context) {
                       context.empty() ? summary : absl::StrCat(context, ": ", summary));
   status.SetPayload(kTracebackPayload, absl::Cord(FormatTraceback(type, value, tb)));
   status.SetPayload(kTypePayload, absl::Cord(type_name));
+  if (std::string site = RaiseSite(tb); !site.empty()) {
+    status.SetPayload(kSitePayload, absl::Cord(site));
+  }
   return status;
 }
 
 std::optional<std::string> PythonTraceback(const absl::Status& status) {
   auto p = status.GetPayload(kTracebackPayload);
+  if (!p) return std::nullopt;
+  return std::string(*p);
+}
+
+std::optional<std::string> PythonRaiseSite(const absl::Status& status) {
+  auto p = status.GetPayload(kSitePayload);
   if (!p) return std::nullopt;
   return std::string(*p);
 }

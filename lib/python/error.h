@@ -27,4 +27,8 @@ std::optional<std::string> PythonTraceback(const absl::Status& status);
 // The exception's type name (e.g. "SyntaxError") attached by FetchError.
 std::optional<std::string> PythonExceptionType(const absl::Status& status);
 
+// "file.py:12": where the exception was raised (the innermost frame that is
+// not importlib's frozen machinery), attached by FetchError when known.
+std::optional<std::string> PythonRaiseSite(const absl::Status& status);
+
 }  // namespace dynamo::python

@@ -70,6 +70,7 @@ TEST_CASE("FetchError: one-line message, type and traceback payloads", "[python]
   REQUIRE(tb);
   CHECK(tb->find("Traceback (most recent call last)") != std::string::npos);
   CHECK(tb->find("raiser.py\", line 2, in boom") != std::string::npos);
+  CHECK(PythonRaiseSite(result.status()) == "raiser.py:2");
   CHECK_FALSE(PyErr_Occurred());
 
   absl::Status no_error = FetchError("nothing pending");

@@ -16,33 +16,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "(raised at file.py:12)" for the innermost frame of a failed import, so the
-// one-line message points at the user's line, not at importlib's.
-std::string RaiseSite(const absl::Status& status) {
-  std::optional<std::string> tb = PythonTraceback(status);
-  if (!tb) return "";
-  // The traceback text's last 'File "...", line N' is the innermost frame.
-  size_t pos = tb->rfind("  File \"");
-  if (pos == std::string::npos) return "";
-  size_t name_start = pos + 8;
-  size_t name_end = tb->find('"', name_start);
-  size_t line_start = tb->find("line ", name_end);
-  if (name_end == std::string::npos || line_start == std::string::npos) return "";
-  size_t line_end = tb->find_first_not_of("0123456789", line_start + 5);
-  std::string file = tb->substr(name_start, name_end - name_start);
-  if (file.starts_with("<frozen")) return "";
-  return absl::StrCat(" (raised at ", file, ":",
-                      tb->substr(line_start + 5, line_end - line_start - 5), ")");
-}
-
 absl::Status ImportFailure(absl::string_view path, const absl::Status& status) {
   std::string message(status.message());
   // FetchError put our context first; keep only the Python part.
   if (size_t colon = message.find(": "); colon != std::string::npos) {
     message = message.substr(colon + 2);
   }
-  std::string site =
-      PythonExceptionType(status) == "SyntaxError" ? "" : RaiseSite(status);
+  // A SyntaxError's message already names the file and line.
+  std::optional<std::string> where = PythonRaiseSite(status);
+  std::string site = PythonExceptionType(status) != "SyntaxError" && where
+                         ? absl::StrCat(" (raised at ", *where, ")")
+                         : "";
   absl::Status out(status.code(),
                    absl::StrCat("importing script '", path, "' failed: ", message, site));
   status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
