@@ -8,7 +8,7 @@ packages=(
   libpython3.11-dev python3.11
   libabsl-dev libprotobuf-dev protobuf-compiler
   catch2 libcli11-dev libbenchmark-dev
-  python3-torch python3-torchvision python3-numpy python3-scipy
+  python3-torch python3-torchvision python3-numpy python3-scipy python3-protobuf
 )
 
 missing=()

@@ -1,0 +1,268 @@
+#include "lib/capture/capture.h"
+
+#include <Python.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "lib/bytecode/decoder.h"
+#include "lib/bytecode/disassemble.h"
+#include "lib/capture/input_spec.h"
+#include "lib/graph/checker.h"
+#include "lib/ops/registry.h"
+#include "lib/python/error.h"
+#include "lib/python/interpreter.h"
+#include "lib/python/script.h"
+#include "lib/trace/translator.h"
+
+namespace dynamo::capture {
+namespace {
+
+using python::Object;
+
+// The process-wide interpreter and op registry (see capture.h).
+absl::Status EnsureRuntime() {
+  static absl::Status status = [] {
+    absl::StatusOr<std::unique_ptr<python::Interpreter>> py = python::Interpreter::Start();
+    if (!py.ok()) return py.status();
+    py->release();  // lives until exit on purpose
+    return absl::OkStatus();
+  }();
+  return status;
+}
+
+// Built once; a registration error is a libdynamo bug, reported every call.
+absl::StatusOr<const ops::Registry*> Registry() {
+  static const absl::StatusOr<const ops::Registry*> registry =
+      []() -> absl::StatusOr<const ops::Registry*> {
+    auto* r = new ops::Registry;
+    if (absl::Status s = ops::RegisterAllOps(*r); !s.ok()) return s;
+    return r;
+  }();
+  return registry;
+}
+
+// Example inputs from a real value: tensors become metadata.
+absl::StatusOr<trace::TraceInput> FromExample(const Object& value) {
+  absl::StatusOr<Object> torch = python::Import("torch");
+  if (!torch.ok()) return torch.status();
+  Object tensor_type = *python::GetAttr(*torch, "Tensor");
+  PyObject* v = value.get();
+  if (PyObject_IsInstance(v, tensor_type.get()) == 1) {
+    return trace::TraceInput::Object(value);  // the translator keeps its metadata only
+  }
+  if (PyList_Check(v) || (PyTuple_Check(v) && Py_TYPE(v) == &PyTuple_Type)) {
+    std::vector<trace::TraceInput> items;
+    std::vector<Object> elements = *python::AsVector(value);
+    for (const Object& e : elements) {
+      absl::StatusOr<trace::TraceInput> item = FromExample(e);
+      if (!item.ok()) return item.status();
+      items.push_back(*std::move(item));
+    }
+    return PyList_Check(v) ? trace::TraceInput::List(std::move(items))
+                           : trace::TraceInput::Tuple(std::move(items));
+  }
+  if (PyDict_Check(v)) {
+    std::vector<std::string> keys;
+    std::vector<trace::TraceInput> items;
+    PyObject *key, *item;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(v, &pos, &key, &item)) {
+      absl::StatusOr<std::string> k = python::AsString(Object::Borrow(key));
+      if (!k.ok()) return absl::InvalidArgumentError("example input dicts need str keys");
+      absl::StatusOr<trace::TraceInput> t = FromExample(Object::Borrow(item));
+      if (!t.ok()) return t.status();
+      keys.push_back(*k);
+      items.push_back(*std::move(t));
+    }
+    return trace::TraceInput::Dict(std::move(keys), std::move(items));
+  }
+  return trace::TraceInput::Object(value);
+}
+
+absl::Status ExampleInputs(const Object& module, const std::string& name,
+                           trace::TraceRequest& request) {
+  absl::StatusOr<python::Target> fn = python::ResolveTarget(module, name);
+  if (!fn.ok()) return absl::InvalidArgumentError(absl::StrCat("--example-inputs: ", fn.status().message()));
+  absl::StatusOr<Object> examples = python::Call(fn->callable);
+  if (!examples.ok()) {
+    return absl::Status(examples.status().code(),
+                        absl::StrCat("calling ", name, "() for example inputs failed: ",
+                                     examples.status().message()));
+  }
+  Object args = *examples, kwargs;
+  PyObject* e = examples->get();
+  if (PyDict_Check(e)) {
+    args = python::MakeTuple({});
+    kwargs = *examples;
+  } else if (PyTuple_Check(e) && PyTuple_GET_SIZE(e) == 2 && PyTuple_Check(PyTuple_GET_ITEM(e, 0)) &&
+             PyDict_Check(PyTuple_GET_ITEM(e, 1))) {
+    args = Object::Borrow(PyTuple_GET_ITEM(e, 0));
+    kwargs = Object::Borrow(PyTuple_GET_ITEM(e, 1));
+  } else if (!PyTuple_Check(e) && !PyList_Check(e)) {
+    args = python::MakeTuple({*examples});  // a single argument
+  }
+  std::vector<Object> positional = *python::AsVector(args);
+  for (const Object& a : positional) {
+    absl::StatusOr<trace::TraceInput> in = FromExample(a);
+    if (!in.ok()) return in.status();
+    request.args.push_back(*std::move(in));
+  }
+  if (kwargs) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs.get(), &pos, &key, &value)) {
+      absl::StatusOr<std::string> k = python::AsString(Object::Borrow(key));
+      absl::StatusOr<trace::TraceInput> in = FromExample(Object::Borrow(value));
+      if (!k.ok() || !in.ok()) return absl::InvalidArgumentError("bad example keyword argument");
+      request.kwargs.emplace_back(*k, *std::move(in));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The tensor's bytes, contiguous, as the loader reads them back.
+absl::StatusOr<std::string> TensorBytes(const Object& tensor) {
+  absl::StatusOr<Object> detached = python::CallMethod(tensor, "detach");
+  absl::StatusOr<Object> cpu = detached.ok() ? python::CallMethod(*detached, "cpu") : detached.status();
+  absl::StatusOr<Object> c = cpu.ok() ? python::CallMethod(*cpu, "contiguous") : cpu.status();
+  if (!c.ok()) return c.status();
+  absl::StatusOr<Object> ptr = python::CallMethod(*c, "data_ptr");
+  absl::StatusOr<Object> numel = python::CallMethod(*c, "numel");
+  absl::StatusOr<Object> size = python::CallMethod(*c, "element_size");
+  if (!ptr.ok() || !numel.ok() || !size.ok()) return absl::InternalError("reading tensor storage");
+  uintptr_t address = static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(ptr->get()));
+  size_t bytes = static_cast<size_t>(*python::AsLong(*numel) * *python::AsLong(*size));
+  if (bytes == 0) return std::string();
+  // `c` keeps the storage alive while it is copied.
+  return std::string(reinterpret_cast<const char*>(address), bytes);
+}
+
+std::string VersionOf(const char* module, const char* attribute) {
+  absl::StatusOr<Object> m = python::Import(module);
+  absl::StatusOr<Object> v = m.ok() ? python::GetAttr(*m, attribute) : m.status();
+  absl::StatusOr<std::string> s = v.ok() ? python::AsString(*v) : v.status();
+  return s.ok() ? *s : "";
+}
+
+}  // namespace
+
+absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
+  if (absl::Status s = EnsureRuntime(); !s.ok()) return s;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  struct Release {
+    PyGILState_STATE state;
+    ~Release() { PyGILState_Release(state); }
+  } release{gil};
+
+  // Specs are checked before the script runs: a typo costs no import.
+  trace::TraceRequest request;
+  for (const std::string& spec : options.inputs) {
+    absl::StatusOr<ParsedInput> parsed = ParseInputSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    if (parsed->name.empty()) {
+      if (!request.kwargs.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("positional input '", spec, "' after a named one"));
+      }
+      request.args.push_back(std::move(parsed->value));
+    } else {
+      request.kwargs.emplace_back(parsed->name, std::move(parsed->value));
+    }
+  }
+  if (!options.inputs.empty() && !options.example_inputs.empty()) {
+    return absl::InvalidArgumentError("give --input specs or --example-inputs, not both");
+  }
+
+  absl::StatusOr<Object> module = python::ImportScript(options.script, {.as_main = options.as_main});
+  if (!module.ok()) return module.status();
+  absl::StatusOr<python::Target> target = python::ResolveTarget(*module, options.function);
+  if (!target.ok()) return target.status();
+  if (!options.example_inputs.empty()) {
+    if (absl::Status s = ExampleInputs(*module, options.example_inputs, request); !s.ok()) return s;
+  }
+  request.function = target->function;
+  request.self = target->self;
+
+  absl::StatusOr<const ops::Registry*> registry = Registry();
+  if (!registry.ok()) return registry.status();
+  trace::BreakInfo why;
+  absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, **registry, &why);
+  if (!traced.ok()) return traced.status();
+
+  Captured out;
+  ir::Capture& c = out.capture;
+  c.set_ir_version(ir::IR_VERSION_CURRENT);
+  c.set_python_version(absl::StrCat(PY_MAJOR_VERSION, ".", PY_MINOR_VERSION, ".", PY_MICRO_VERSION));
+  c.set_torch_version(VersionOf("torch", "__version__"));
+  absl::StatusOr<bytecode::DecodedCode> code = bytecode::Decode(target->code, {.nested = false});
+  if (!code.ok()) return code.status();
+  c.set_source_file(code->filename);
+  c.set_function_name(code->qualname);
+  c.set_first_line(code->first_line);
+  for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = std::move(spec);
+  *c.add_graphs() = std::move(traced->graph);
+  for (ir::Guard& g : traced->guards) *c.add_guards() = std::move(g);
+  for (const bytecode::Instruction& in : code->instructions) {
+    ir::BytecodeInstruction* b = c.mutable_original_bytecode()->add_instructions();
+    b->set_offset(in.offset);
+    b->set_opname(std::string(in.name));
+    b->set_arg(in.arg);
+    b->set_argrepr(bytecode::ArgRepr(*code, in));
+    b->set_line(in.starts_line > 0 ? in.starts_line : 0);
+  }
+  for (const trace::GraphAttribute& a : traced->attributes) {
+    ir::GraphAttribute* attr = c.add_attributes();
+    attr->set_target(a.target);
+    attr->set_source(a.source);
+    for (const ir::Node& n : c.graphs(0).nodes()) {
+      if (n.kind() == ir::Node::GET_ATTR && n.target() == a.target) *attr->mutable_meta() = n.meta().tensor();
+    }
+    if (options.weights == Weights::kNone) continue;
+    absl::StatusOr<std::string> bytes = TensorBytes(a.value);
+    if (!bytes.ok()) return bytes.status();
+    if (options.weights == Weights::kEmbed) {
+      attr->set_data(*std::move(bytes));
+    } else {
+      // 64-byte aligned, so a reader can map the file and view it in place.
+      out.external_data.resize((out.external_data.size() + 63) / 64 * 64, '\0');
+      attr->mutable_external()->set_path(options.external_path);
+      attr->mutable_external()->set_offset(static_cast<int64_t>(out.external_data.size()));
+      attr->mutable_external()->set_length(static_cast<int64_t>(bytes->size()));
+      out.external_data += *bytes;
+    }
+  }
+  if (absl::Status s = graph::CheckCapture(c); !s.ok()) {
+    return absl::InternalError(absl::StrCat("libdynamo produced an invalid capture (a bug): ", s.message()));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> Serialize(const ir::Capture& capture, absl::string_view format) {
+  std::string out;
+  if (format == "pb") {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!capture.SerializeToCodedStream(&coded)) return absl::InternalError("serialising the capture");
+  } else if (format == "pbtxt") {
+    if (!google::protobuf::TextFormat::PrintToString(capture, &out)) {
+      return absl::InternalError("printing the capture");
+    }
+  } else if (format == "json") {
+    google::protobuf::util::JsonPrintOptions o;
+    o.add_whitespace = true;
+    o.preserve_proto_field_names = true;
+    auto status = google::protobuf::util::MessageToJsonString(capture, &out, o);
+    if (!status.ok()) return absl::InternalError(std::string(status.message()));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown format '", format, "' (pb, pbtxt, json)"));
+  }
+  return out;
+}
+
+}  // namespace dynamo::capture

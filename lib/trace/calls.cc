@@ -1,0 +1,1280 @@
+// Calls, attribute reads and the wrapping of real Python objects: the half
+// of the Translator that decides what each Python value *is* (translator.cc
+// runs the opcodes).
+#include <Python.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "lib/bytecode/opcodes.h"
+#include "lib/ops/proto_conversion.h"
+#include "lib/python/error.h"
+#include "lib/trace/translator_internal.h"
+
+namespace dynamo::trace {
+namespace {
+
+using python::Object;
+
+Object Attr(PyObject* o, const char* name) {
+  Object a = Object::Steal(PyObject_GetAttrString(o, name));
+  if (!a) PyErr_Clear();
+  return a;
+}
+
+Object TorchAttr(const char* dotted) {
+  Object obj = Object::Steal(PyImport_ImportModule("torch"));
+  if (!obj) {
+    PyErr_Clear();
+    return obj;
+  }
+  std::string path(dotted);
+  size_t start = 0;
+  while (obj && start < path.size()) {
+    size_t dot = path.find('.', start);
+    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    obj = Attr(obj.get(), part.c_str());
+    start = dot == std::string::npos ? path.size() : dot + 1;
+  }
+  return obj;
+}
+
+bool IsInstanceOf(PyObject* obj, const char* torch_class) {
+  Object cls = TorchAttr(torch_class);
+  if (!cls) return false;
+  int r = PyObject_IsInstance(obj, cls.get());
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
+// Real tensors (parameters, buffers, global tensors): their metadata.
+absl::StatusOr<ops::TensorMeta> MetaOf(PyObject* tensor) {
+  ops::TensorMeta meta;
+  Object dtype = Object::Steal(PyObject_Str(Attr(tensor, "dtype").get()));
+  absl::StatusOr<std::string> dtype_name = dtype ? python::AsString(dtype) : absl::UnknownError("dtype");
+  std::optional<ops::DType> d = dtype_name.ok() ? ops::DTypeFromName(*dtype_name) : std::nullopt;
+  if (!d) return absl::InvalidArgumentError("tensor with an unsupported dtype");
+  meta.dtype = *d;
+  absl::StatusOr<std::vector<Object>> shape = python::AsVector(Attr(tensor, "shape"));
+  absl::StatusOr<Object> strides = python::CallMethod(Object::Borrow(tensor), "stride");
+  if (!shape.ok() || !strides.ok()) return absl::InvalidArgumentError("tensor without sizes");
+  for (const Object& s : *shape) meta.sizes.push_back(*python::AsLong(s));
+  absl::StatusOr<std::vector<Object>> stride_items = python::AsVector(*strides);
+  for (const Object& s : *stride_items) meta.strides.push_back(*python::AsLong(s));
+  Object device = Attr(tensor, "device");
+  absl::StatusOr<std::string> type = python::AsString(Attr(device.get(), "type"));
+  meta.device.type = type.ok() ? *type : "cpu";
+  Object index = Attr(device.get(), "index");
+  meta.device.index = index && index.get() != Py_None ? *python::AsLong(index) : -1;
+  meta.requires_grad = Attr(tensor, "requires_grad").get() == Py_True;
+  return meta;
+}
+
+bool IsImmutableConstant(PyObject* o) {
+  return o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_Check(o) ||
+         PyFloat_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o) || PyComplex_Check(o) ||
+         PyCode_Check(o);
+}
+
+// A dotted attribute path for a get_attr node: under the traced method's
+// module, nn.Module's own path ("layers.0.weight"); elsewhere a name built
+// from the source.
+std::string AttributeTarget(const Source& source) {
+  std::vector<std::string> parts;
+  const Source* s = &source;
+  for (; s->base(); s = s->base().get()) {
+    parts.push_back(s->kind() == Source::Kind::kAttr ? s->name()
+                    : s->is_index()                  ? absl::StrCat(s->index())
+                                                     : s->name());
+  }
+  std::string root = s->name();
+  std::string path = s->kind() == Source::Kind::kLocal && root == "self" ? "" : "_" + root;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    path += path.empty() ? *it : "." + *it;
+  }
+  for (char& c : path) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) c = '_';
+  }
+  return path;
+}
+
+}  // namespace
+
+absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
+  PyObject* o = obj.get();
+  if (IsImmutableConstant(o)) {
+    if (!PyCode_Check(o)) guards_.EqualsMatch(source, obj);
+    return Var::Constant(obj, source);
+  }
+  if (auto it = op_names_.find(o); it != op_names_.end()) {
+    guards_.IdMatch(source, obj);
+    VarPtr v = Var::OfKind(VarKind::kOp, obj, source);
+    v->name = it->second;
+    return v;
+  }
+  if (auto it = builtins_.find(o); it != builtins_.end()) {
+    guards_.IdMatch(source, obj);
+    VarPtr v = Var::OfKind(VarKind::kBuiltin, obj, source);
+    v->name = it->second;
+    return v;
+  }
+  if (PyTuple_Check(o) || PyList_Check(o)) {
+    bool is_size = IsInstanceOf(o, "Size");
+    std::vector<VarPtr> items;
+    Object fast = Object::Steal(PySequence_Fast(o, ""));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
+      absl::StatusOr<VarPtr> item = Wrap(Object::Borrow(PySequence_Fast_GET_ITEM(fast.get(), i)),
+                                         source ? Source::Item(source, i) : nullptr);
+      if (!item.ok()) return item.status();
+      items.push_back(*item);
+    }
+    guards_.LengthMatch(source, static_cast<int64_t>(items.size()));
+    VarPtr v = PyList_Check(o) ? Var::List(std::move(items), source) : Var::Tuple(std::move(items), source);
+    v->is_size = is_size;
+    v->object = obj;
+    return v;
+  }
+  if (PyDict_Check(o)) {
+    std::vector<VarPtr> keys, values;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &key, &value)) {
+      if (!PyUnicode_Check(key) && !PyLong_Check(key)) {  // keys we cannot name in a Source
+        guards_.TypeMatch(source, obj);
+        return Var::OfKind(VarKind::kOpaque, obj, source);
+      }
+      SourcePtr item_source;
+      if (source && PyUnicode_Check(key)) item_source = Source::Item(source, *python::AsString(Object::Borrow(key)));
+      if (source && PyLong_Check(key)) item_source = Source::Item(source, PyLong_AsLongLong(key));
+      absl::StatusOr<VarPtr> v = Wrap(Object::Borrow(value), item_source);
+      if (!v.ok()) return v.status();
+      keys.push_back(Var::Constant(Object::Borrow(key)));
+      values.push_back(*v);
+    }
+    guards_.LengthMatch(source, static_cast<int64_t>(keys.size()));
+    VarPtr v = Var::Dict(std::move(keys), std::move(values), source);
+    v->object = obj;
+    return v;
+  }
+  if (IsInstanceOf(o, "Tensor")) return WrapTensor(obj, source);
+  if (IsInstanceOf(o, "dtype")) {
+    Object name = Object::Steal(PyObject_Str(o));
+    absl::StatusOr<std::string> s = python::AsString(name);
+    std::optional<ops::DType> d = s.ok() ? ops::DTypeFromName(*s) : std::nullopt;
+    if (!d) return Var::OfKind(VarKind::kOpaque, obj, source);
+    guards_.IdMatch(source, obj);
+    VarPtr v = Var::OfKind(VarKind::kDType, obj, source);
+    v->dtype = *d;
+    return v;
+  }
+  if (IsInstanceOf(o, "device")) {
+    guards_.EqualsMatch(source, obj);
+    VarPtr v = Var::OfKind(VarKind::kDevice, obj, source);
+    absl::StatusOr<std::string> type = python::AsString(Attr(o, "type"));
+    v->device.type = type.ok() ? *type : "cpu";
+    Object index = Attr(o, "index");
+    v->device.index = index && index.get() != Py_None ? *python::AsLong(index) : -1;
+    return v;
+  }
+  if (PyModule_Check(o)) {
+    guards_.IdMatch(source, obj);
+    return Var::OfKind(VarKind::kModule, obj, source);
+  }
+  if (PyFunction_Check(o)) {
+    guards_.IdMatch(source, obj);
+    return Var::OfKind(VarKind::kFunction, obj, source);
+  }
+  if (PyMethod_Check(o)) {
+    absl::StatusOr<VarPtr> self = Wrap(Object::Borrow(PyMethod_Self(o)),
+                                       source ? Source::Attr(source, "__self__") : nullptr);
+    if (!self.ok()) return self.status();
+    absl::StatusOr<VarPtr> fn = Wrap(Object::Borrow(PyMethod_Function(o)), nullptr);
+    if (!fn.ok()) return fn.status();
+    (*fn)->self = *self;
+    return *fn;
+  }
+  if (IsInstanceOf(o, "nn.Module")) {
+    guards_.IdMatch(source, obj);
+    return Var::OfKind(VarKind::kNNModule, obj, source);
+  }
+  if (PyType_Check(o)) {
+    guards_.IdMatch(source, obj);
+    return Var::OfKind(VarKind::kClass, obj, source);
+  }
+  if (PyRange_Check(o)) {
+    VarPtr v = Var::OfKind(VarKind::kRange, obj, source);
+    v->start = *python::AsLong(Attr(o, "start"));
+    v->stop = *python::AsLong(Attr(o, "stop"));
+    v->step = *python::AsLong(Attr(o, "step"));
+    guards_.EqualsMatch(source, obj);
+    return v;
+  }
+  guards_.TypeMatch(source, obj);
+  return Var::OfKind(VarKind::kOpaque, obj, source);
+}
+
+absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr source) {
+  absl::StatusOr<ops::TensorMeta> meta = MetaOf(tensor.get());
+  if (!meta.ok()) return Break(ir::GraphBreak::OTHER, std::string(meta.status().message()), "");
+  if (auto it = attribute_nodes_.find(tensor.get()); it != attribute_nodes_.end()) {
+    return Var::Tensor(it->second, *meta, source);
+  }
+  if (!source) {
+    return Break(ir::GraphBreak::OTHER, "a tensor object made outside the trace with no known path",
+                 "pass the tensor as an argument or keep it as a module attribute");
+  }
+  std::string target = AttributeTarget(*source);
+  std::string node = graph_.AddGetAttr(target, *meta);
+  attribute_nodes_[tensor.get()] = node;
+  attributes_.push_back({target, source->ToString(), tensor});
+  return Var::Tensor(node, *meta, source);
+}
+
+absl::StatusOr<VarPtr> Translator::FromValue(const ops::Value& value) {
+  if (value.is_none()) return Var::Constant(python::None());
+  if (value.is_bool()) return Var::Constant(python::FromBool(value.as_bool()));
+  if (value.is_int()) return Var::Constant(python::FromLong(value.as_int()));
+  if (value.is_float()) return Var::Constant(Object::Steal(PyFloat_FromDouble(value.as_float())));
+  if (value.is_string()) return Var::Constant(python::FromString(value.as_string()));
+  if (value.is_dtype()) {
+    VarPtr v = Var::OfKind(VarKind::kDType, TorchAttr(std::string(ops::DTypeName(value.as_dtype())).c_str()));
+    v->dtype = value.as_dtype();
+    return v;
+  }
+  if (value.is_device()) {
+    absl::StatusOr<Object> device = python::Call(TorchAttr("device"), {python::FromString(ops::DeviceName(value.as_device()))});
+    if (!device.ok()) return device.status();
+    VarPtr v = Var::OfKind(VarKind::kDevice, *device);
+    v->device = value.as_device();
+    return v;
+  }
+  if (value.is_list()) {
+    std::vector<VarPtr> items;
+    for (const ops::Value& item : value.items()) {
+      absl::StatusOr<VarPtr> v = FromValue(item);
+      if (!v.ok()) return v.status();
+      items.push_back(*v);
+    }
+    return value.as_list().is_tuple ? Var::Tuple(std::move(items)) : Var::List(std::move(items));
+  }
+  return absl::InternalError(absl::StrCat("no Python form for ", ops::ToString(value)));
+}
+
+absl::StatusOr<Object> Translator::ToPython(const VarPtr& v) {
+  switch (v->kind) {
+    case VarKind::kConstant:
+    case VarKind::kDType:
+    case VarKind::kDevice:
+    case VarKind::kModule:
+    case VarKind::kClass:
+    case VarKind::kOp:
+    case VarKind::kBuiltin:
+      return v->object;
+    case VarKind::kTuple:
+    case VarKind::kList: {
+      std::vector<Object> items;
+      for (const VarPtr& item : v->items) {
+        absl::StatusOr<Object> o = ToPython(item);
+        if (!o.ok()) return o.status();
+        items.push_back(*o);
+      }
+      if (v->is_size) return python::Call(TorchAttr("Size"), {python::MakeTuple(items)});
+      return v->kind == VarKind::kTuple ? python::MakeTuple(items) : python::MakeList(items);
+    }
+    case VarKind::kSlice: {
+      absl::StatusOr<Object> a = ToPython(v->items[0]);
+      absl::StatusOr<Object> b = a.ok() ? ToPython(v->items[1]) : a.status();
+      absl::StatusOr<Object> c = b.ok() ? ToPython(v->items[2]) : b.status();
+      if (!c.ok()) return c.status();
+      return Object::Steal(PySlice_New(a->get(), b->get(), c->get()));
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(Describe(*v), " has no value at trace time"));
+  }
+}
+
+absl::StatusOr<ir::Argument> Translator::ToArgument(const VarPtr& v) {
+  if (v->is_tensor()) return Ref(v->node);
+  if (v->is_sequence()) {
+    ir::Argument a;
+    a.mutable_list()->set_is_tuple(v->kind == VarKind::kTuple);
+    for (const VarPtr& item : v->items) {
+      absl::StatusOr<ir::Argument> arg = ToArgument(item);
+      if (!arg.ok()) return arg.status();
+      *a.mutable_list()->add_items() = *arg;
+    }
+    return a;
+  }
+  absl::StatusOr<ops::Value> value = ToValue(v);
+  if (!value.ok()) return value.status();
+  return ops::ToArgument(*value);
+}
+
+absl::StatusOr<VarPtr> Translator::NewVarFromResult(const std::string& node, const ops::Value& value) {
+  if (value.is_tensor()) return Var::Tensor(node, value.as_tensor());
+  if (!value.is_list()) return FromValue(value);
+  std::vector<VarPtr> items;
+  for (size_t i = 0; i < value.items().size(); ++i) {
+    const ops::Value& item = value.items()[i];
+    if (!item.is_tensor() && !item.is_list()) {
+      absl::StatusOr<VarPtr> c = FromValue(item);
+      if (!c.ok()) return c.status();
+      items.push_back(*c);
+      continue;
+    }
+    absl::StatusOr<ir::ValueMeta> meta = ops::ToValueMeta(item);
+    if (!meta.ok()) return meta.status();
+    ir::Argument index;
+    index.set_int_value(static_cast<int64_t>(i));
+    std::string getitem = graph_.AddCall(ir::Node::CALL_FUNCTION, "operator.getitem",
+                                         {Ref(node), index}, {}, *meta, CurrentLocation());
+    absl::StatusOr<VarPtr> v = NewVarFromResult(getitem, item);
+    if (!v.ok()) return v.status();
+    items.push_back(*v);
+  }
+  return value.as_list().is_tuple ? Var::Tuple(std::move(items)) : Var::List(std::move(items));
+}
+
+namespace {
+// Results computed under torch.no_grad() never require grad.
+ops::Value WithoutGrad(const ops::Value& v) {
+  if (v.is_tensor()) {
+    ops::TensorMeta meta = v.as_tensor();
+    meta.requires_grad = false;
+    return ops::Value(meta);
+  }
+  if (!v.is_list()) return v;
+  std::vector<ops::Value> items;
+  for (const ops::Value& item : v.items()) items.push_back(WithoutGrad(item));
+  return v.as_list().is_tuple ? ops::Value::Tuple(std::move(items)) : ops::Value::List(std::move(items));
+}
+bool DataDependent(const ops::Value& v) {
+  if (v.is_tensor()) return v.as_tensor().data_dependent;
+  if (v.is_list()) {
+    for (const ops::Value& item : v.items()) {
+      if (DataDependent(item)) return true;
+    }
+  }
+  return false;
+}
+bool HasTensor(const ops::Value& v) {
+  if (v.is_tensor()) return true;
+  if (v.is_list()) {
+    for (const ops::Value& item : v.items()) {
+      if (HasTensor(item)) return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::Kind kind,
+                                          const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  std::vector<ops::Value> values;
+  std::vector<ops::Kwarg> kw;
+  for (const VarPtr& a : args) {
+    absl::StatusOr<ops::Value> v = ToValue(a);
+    if (!v.ok()) {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                   absl::StrCat(target, "(): ", v.status().message()),
+                   "pass tensors and Python constants to tensor operations");
+    }
+    values.push_back(*std::move(v));
+  }
+  for (const auto& [name, a] : kwargs) {
+    absl::StatusOr<ops::Value> v = ToValue(a);
+    if (!v.ok()) {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                   absl::StrCat(target, "(", name, "=...): ", v.status().message()),
+                   "pass tensors and Python constants to tensor operations");
+    }
+    kw.push_back({name, *std::move(v)});
+  }
+  const ops::OpEntry* entry = registry_.Find(target);
+  if (entry == nullptr) {
+    return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(target, " has no entry in the op registry"),
+                 "the translator never guesses an op's output; this op needs a registry entry");
+  }
+  if ((entry->tags() & ops::kInplace) && !args.empty() && args[0]->is_tensor() && args[0]->source) {
+    return Break(ir::GraphBreak::SIDE_EFFECT,
+                 absl::StrCat(target, " mutates ", args[0]->source->ToString(), " in place"),
+                 "in-place updates of inputs and parameters are side effects a single graph "
+                 "cannot hold; use the out-of-place form");
+  }
+  absl::StatusOr<ops::Value> result = entry->Infer(values, kw);
+  if (!result.ok()) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat(target, " would raise: ", result.status().message()),
+                 "the call fails in torch for these argument shapes and dtypes");
+  }
+  if (DataDependent(*result)) {
+    return Break(ir::GraphBreak::DATA_DEPENDENT_SHAPE,
+                 absl::StrCat(target, " has an output size that depends on tensor values"),
+                 "boolean-mask indexing and nonzero() have data-dependent shapes; use "
+                 "torch.where or masked arithmetic");
+  }
+  if (!grad_enabled_) *result = WithoutGrad(*result);
+  if (!HasTensor(*result) && !(entry->tags() & (ops::kInplace | ops::kRandom))) {
+    return FromValue(*result);  // metadata-only results: Tensor.dim(), Tensor.size()
+  }
+  std::vector<ir::Argument> pb_args;
+  std::vector<ir::KeywordArgument> pb_kwargs;
+  for (const VarPtr& a : args) {
+    absl::StatusOr<ir::Argument> arg = ToArgument(a);
+    if (!arg.ok()) return arg.status();
+    pb_args.push_back(*std::move(arg));
+  }
+  for (const auto& [name, a] : kwargs) {
+    absl::StatusOr<ir::Argument> arg = ToArgument(a);
+    if (!arg.ok()) return arg.status();
+    ir::KeywordArgument k;
+    k.set_name(name);
+    *k.mutable_value() = *std::move(arg);
+    pb_kwargs.push_back(std::move(k));
+  }
+  absl::StatusOr<ir::ValueMeta> meta = ops::ToValueMeta(*result);
+  if (!meta.ok()) return meta.status();
+  std::string node = graph_.AddCall(kind, target, std::move(pb_args), std::move(pb_kwargs),
+                                    *std::move(meta), CurrentLocation());
+  return NewVarFromResult(node, *result);
+}
+
+absl::StatusOr<VarPtr> Translator::CallReal(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                            const Kwargs& kwargs) {
+  std::vector<Object> py_args;
+  for (const VarPtr& a : args) {
+    absl::StatusOr<Object> o = ToPython(a);
+    if (!o.ok()) {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                   absl::StrCat("calling ", Describe(*fn), " with ", Describe(*a)),
+                   "only Python constants are passed to functions evaluated at trace time");
+    }
+    py_args.push_back(*o);
+  }
+  Object kw = Object::Steal(PyDict_New());
+  for (const auto& [name, a] : kwargs) {
+    absl::StatusOr<Object> o = ToPython(a);
+    if (!o.ok()) return o.status();
+    PyDict_SetItemString(kw.get(), name.c_str(), o->get());
+  }
+  Object tuple = python::MakeTuple(py_args);
+  Object result = Object::Steal(PyObject_Call(fn->object.get(), tuple.get(), kw.get()));
+  if (!result) {
+    absl::Status error = python::FetchError("");
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat(Describe(*fn), " raises ", error.message()),
+                 "the function would raise on these inputs");
+  }
+  return Wrap(result, nullptr);
+}
+
+absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
+  if (frames_.size() >= kMaxInlineDepth) {
+    return Break(ir::GraphBreak::OTHER, "calls nest deeper than the translator inlines",
+                 "recursion is not traced");
+  }
+  VarPtr callee = fn;
+  Object code, globals;
+  if (PyFunction_Check(fn->object.get())) {
+    PyObject* f = fn->object.get();
+    code = Object::Borrow(PyFunction_GetCode(f));
+    globals = Object::Borrow(PyFunction_GetGlobals(f));
+    callee = Var::OfKind(VarKind::kFunction, fn->object, fn->source);
+    SourcePtr src = fn->source;
+    if (PyObject* d = PyFunction_GetDefaults(f)) {
+      absl::StatusOr<VarPtr> w = Wrap(Object::Borrow(d), src ? Source::Attr(src, "__defaults__") : nullptr);
+      if (!w.ok()) return w.status();
+      callee->defaults = *w;
+    }
+    if (PyObject* kd = PyFunction_GetKwDefaults(f)) {
+      absl::StatusOr<VarPtr> w = Wrap(Object::Borrow(kd), src ? Source::Attr(src, "__kwdefaults__") : nullptr);
+      if (!w.ok()) return w.status();
+      callee->kwdefaults = *w;
+    }
+    if (PyObject* closure = PyFunction_GetClosure(f)) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(closure); ++i) {
+        PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, i));
+        SourcePtr cell_source =
+            src ? Source::Attr(Source::Item(Source::Attr(src, "__closure__"), i), "cell_contents")
+                : nullptr;
+        VarPtr value;
+        if (contents != nullptr) {
+          absl::StatusOr<VarPtr> w = Wrap(Object::Borrow(contents), cell_source);
+          if (!w.ok()) return w.status();
+          value = *w;
+        }
+        VarPtr cell = Var::Cell(value);
+        // Cells of real closures outlive the call: writing them is a side effect.
+        cell->source = cell_source ? cell_source : Source::Local("<closure>");
+        callee->closure.push_back(cell);
+      }
+    }
+  } else if (PyCode_Check(fn->object.get())) {
+    code = fn->object;
+    globals = fn->globals;
+  } else {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("calling ", Describe(*fn)), "");
+  }
+  if (fn->self) args.insert(args.begin(), fn->self);
+  Frame frame;
+  if (absl::Status s = PrepareFrame(frame, code, globals); !s.ok()) return s;
+  frames_.push_back(&frame);  // so argument errors point into the callee
+  absl::Status bound = BindArguments(frame, callee, std::move(args), std::move(kwargs));
+  frames_.pop_back();
+  if (!bound.ok()) return bound;
+  return RunFrame(frame);
+}
+
+absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
+  bool any_tensor = false;
+  for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
+  for (const auto& kv : kwargs) any_tensor |= ContainsTensor(kv.second);
+  switch (fn->kind) {
+    case VarKind::kOp:
+      if (!any_tensor && (absl::StartsWith(fn->name, "operator.") || absl::StartsWith(fn->name, "math."))) {
+        return CallReal(fn, args, kwargs);
+      }
+      return CallOp(fn->name, ir::Node::CALL_FUNCTION, args, kwargs);
+    case VarKind::kBuiltin:
+      return CallBuiltin(fn, std::move(args), std::move(kwargs));
+    case VarKind::kFunction:
+      return Inline(fn, std::move(args), std::move(kwargs));
+    case VarKind::kMethod:
+      return CallMethod(fn, std::move(args), std::move(kwargs));
+    case VarKind::kNNModule: {
+      PyObject* m = fn->object.get();
+      for (const char* hooks : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"}) {
+        Object h = Attr(m, hooks);
+        if (h && PyObject_Length(h.get()) > 0) {
+          return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                       absl::StrCat(python::TypeName(fn->object), " has ", hooks),
+                       "module hooks are not traced; remove them for the capture");
+        }
+      }
+      Object forward = Attr(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward");
+      if (!forward || !PyFunction_Check(forward.get())) {
+        return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                     absl::StrCat(python::TypeName(fn->object), ".forward is not a Python function"), "");
+      }
+      VarPtr method = Var::OfKind(VarKind::kFunction, forward);
+      method->self = fn;
+      return Inline(method, std::move(args), std::move(kwargs));
+    }
+    case VarKind::kClass: {
+      PyObject* cls = fn->object.get();
+      Object no_grad = TorchAttr("no_grad"), enable_grad = TorchAttr("enable_grad");
+      if (cls == no_grad.get() || cls == enable_grad.get()) {
+        VarPtr ctx = Var::OfKind(VarKind::kGradMode, Object());
+        ctx->grad_enabled = cls == enable_grad.get();
+        return ctx;
+      }
+      if (PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls),
+                           reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) {
+        return Var::OfKind(VarKind::kOpaque, fn->object);  // only ever raised
+      }
+      if (cls == TorchAttr("Size").get() || cls == TorchAttr("device").get() ||
+          cls == reinterpret_cast<PyObject*>(&PySlice_Type)) {
+        return CallReal(fn, args, kwargs);
+      }
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                   absl::StrCat("constructing ", python::Repr(fn->object)),
+                   "objects are not constructed during the trace; build them outside");
+    }
+    case VarKind::kOpaque: {
+      Object module = Attr(fn->object.get(), "__module__");
+      absl::StatusOr<std::string> m = module ? python::AsString(module) : absl::NotFoundError("");
+      Object self = Attr(fn->object.get(), "__self__");
+      bool constant_method = self && IsImmutableConstant(self.get()) && self.get() != Py_None;
+      if (PyCFunction_Check(fn->object.get()) && !any_tensor &&
+          ((m.ok() && *m == "math") || constant_method)) {
+        return CallReal(fn, args, kwargs);
+      }
+      std::string what = python::Repr(fn->object);
+      if (m.ok() && (*m == "torch" || absl::StartsWith(*m, "torch."))) {
+        return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(what, " has no entry in the op registry"),
+                     "the translator never guesses an op's output; this op needs a registry entry");
+      }
+      if (m.ok() && (absl::StartsWith(*m, "numpy") || absl::StartsWith(*m, "scipy"))) {
+        return Break(ir::GraphBreak::EXTERNAL_LIBRARY, absl::StrCat("calling ", what),
+                     "numpy and scipy run outside the graph; keep the computation in torch");
+      }
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("calling ", what),
+                   "the call runs code the translator cannot see into");
+    }
+    default:
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("calling ", Describe(*fn)),
+                   "this value is not callable during tracing");
+  }
+}
+
+absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args,
+                                               Kwargs kwargs) {
+  const std::string& name = fn->name;
+  auto arity = [&](size_t lo, size_t hi) -> absl::Status {
+    if (args.size() < lo || args.size() > hi) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat(name, "() with ", args.size(), " arguments"),
+                   "the call would raise TypeError");
+    }
+    return absl::OkStatus();
+  };
+  auto all_constant = [&]() {
+    for (const VarPtr& a : args) {
+      if (!ToPython(a).ok()) return false;
+    }
+    for (const auto& kv : kwargs) {
+      if (!ToPython(kv.second).ok()) return false;
+    }
+    return true;
+  };
+  auto constant = [](Object o) { return Var::Constant(std::move(o)); };
+
+  if (name == "print") {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, "print() is not traced",
+                 "print runs in Python: a graph break here (or move the print outside)");
+  }
+  if (name == "len") {
+    if (absl::Status s = arity(1, 1); !s.ok()) return s;
+    const VarPtr& v = args[0];
+    if (v->is_sequence() || v->kind == VarKind::kDict) {
+      guards_.LengthMatch(v->source, static_cast<int64_t>(v->items.size()));
+      return constant(python::FromLong(static_cast<long long>(v->items.size())));
+    }
+    if (v->is_tensor()) {
+      if (v->meta.sizes.empty()) {
+        return Break(ir::GraphBreak::OTHER, "len() of a 0-d tensor", "the call would raise TypeError");
+      }
+      return constant(python::FromLong(v->meta.sizes[0]));
+    }
+    if (v->kind == VarKind::kRange || v->kind == VarKind::kIterator) {
+      absl::StatusOr<std::vector<VarPtr>> items = Materialize(v->kind == VarKind::kIterator ? Var::Iterator(v->items) : v);
+      if (!items.ok()) return items.status();
+      return constant(python::FromLong(static_cast<long long>(items->size())));
+    }
+    if (v->object) {
+      Py_ssize_t n = PyObject_Length(v->object.get());
+      if (n < 0) return python::FetchError("len");
+      guards_.LengthMatch(v->source, n);
+      return constant(python::FromLong(n));
+    }
+  }
+  if (name == "isinstance" || name == "issubclass") {
+    if (absl::Status s = arity(2, 2); !s.ok()) return s;
+    absl::StatusOr<Object> cls = ToPython(args[1]);
+    if (!cls.ok()) return Break(ir::GraphBreak::OTHER, "isinstance() with a non-class", "");
+    Object subject;
+    const VarPtr& v = args[0];
+    if (name == "issubclass") {
+      subject = v->object;
+    } else if (v->is_tensor()) {
+      int r = PyObject_IsSubclass(TorchAttr("Tensor").get(), cls->get());
+      if (r < 0) return python::FetchError("isinstance");
+      return constant(python::FromBool(r == 1));
+    } else if (v->kind == VarKind::kTuple || v->kind == VarKind::kList || v->kind == VarKind::kDict) {
+      Object type = v->is_size ? TorchAttr("Size")
+                    : Object::Borrow(reinterpret_cast<PyObject*>(
+                          v->kind == VarKind::kTuple ? &PyTuple_Type
+                          : v->kind == VarKind::kList ? &PyList_Type : &PyDict_Type));
+      int r = PyObject_IsSubclass(type.get(), cls->get());
+      if (r < 0) return python::FetchError("isinstance");
+      return constant(python::FromBool(r == 1));
+    } else {
+      subject = v->object;
+    }
+    if (!subject) return Break(ir::GraphBreak::OTHER, absl::StrCat(name, "() of ", Describe(*v)), "");
+    if (name == "isinstance") guards_.TypeMatch(v->source, subject);
+    int r = name == "isinstance" ? PyObject_IsInstance(subject.get(), cls->get())
+                                 : PyObject_IsSubclass(subject.get(), cls->get());
+    if (r < 0) return python::FetchError(name);
+    return constant(python::FromBool(r == 1));
+  }
+  if (name == "range") {
+    if (absl::Status s = arity(1, 3); !s.ok()) return s;
+    std::vector<int64_t> n;
+    for (const VarPtr& a : args) {
+      absl::StatusOr<int64_t> i = AsInt(a);
+      if (!i.ok()) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("range() of ", Describe(*a)),
+                     "range bounds must be Python ints known at trace time");
+      }
+      n.push_back(*i);
+    }
+    VarPtr r = Var::OfKind(VarKind::kRange, Object());
+    r->start = n.size() > 1 ? n[0] : 0;
+    r->stop = n.size() > 1 ? n[1] : n[0];
+    r->step = n.size() > 2 ? n[2] : 1;
+    if (r->step == 0) return Break(ir::GraphBreak::OTHER, "range() step is zero", "");
+    return r;
+  }
+  if (name == "enumerate" || name == "zip" || name == "reversed" || name == "list" ||
+      name == "tuple" || name == "iter" || name == "sorted" || name == "any" || name == "all" ||
+      name == "sum" || name == "map" || name == "filter") {
+    if (name == "map" || name == "filter") {
+      if (args.size() < 2) return arity(2, 99);
+      std::vector<std::vector<VarPtr>> columns;
+      for (size_t i = 1; i < args.size(); ++i) {
+        absl::StatusOr<std::vector<VarPtr>> items = Materialize(args[i]);
+        if (!items.ok()) return items.status();
+        columns.push_back(*items);
+      }
+      std::vector<VarPtr> out;
+      for (size_t row = 0; row < columns[0].size(); ++row) {
+        std::vector<VarPtr> call_args;
+        for (const auto& c : columns) {
+          if (row >= c.size()) goto done;
+          call_args.push_back(c[row]);
+        }
+        {
+          if (name == "filter" && args[0]->is_none()) {
+            absl::StatusOr<bool> t = Truthy(call_args[0]);
+            if (!t.ok()) return t.status();
+            if (*t) out.push_back(call_args[0]);
+            continue;
+          }
+          absl::StatusOr<VarPtr> r = Call(args[0], call_args, {});
+          if (!r.ok()) return r.status();
+          if (name == "map") {
+            out.push_back(*r);
+          } else {
+            absl::StatusOr<bool> t = Truthy(*r);
+            if (!t.ok()) return t.status();
+            if (*t) out.push_back(call_args[0]);
+          }
+        }
+      }
+    done:
+      return Var::Iterator(std::move(out));
+    }
+    if (args.empty()) {
+      if (name == "list") return Var::List({});
+      if (name == "tuple") return Var::Tuple({});
+    }
+    absl::StatusOr<std::vector<VarPtr>> first = Materialize(args[0]);
+    if (!first.ok()) return first.status();
+    if (name == "list") return Var::List(*first);
+    if (name == "tuple") return Var::Tuple(*first);
+    if (name == "iter") return Var::Iterator(*first);
+    if (name == "reversed") return Var::Iterator(std::vector<VarPtr>(first->rbegin(), first->rend()));
+    if (name == "enumerate") {
+      int64_t start = 0;
+      if (args.size() > 1) start = AsInt(args[1]).value_or(0);
+      for (const auto& [k, v] : kwargs) {
+        if (k == "start") start = AsInt(v).value_or(0);
+      }
+      std::vector<VarPtr> out;
+      for (size_t i = 0; i < first->size(); ++i) {
+        out.push_back(Var::Tuple({constant(python::FromLong(start + static_cast<int64_t>(i))), (*first)[i]}));
+      }
+      return Var::Iterator(std::move(out));
+    }
+    if (name == "zip") {
+      std::vector<std::vector<VarPtr>> columns = {*first};
+      for (size_t i = 1; i < args.size(); ++i) {
+        absl::StatusOr<std::vector<VarPtr>> items = Materialize(args[i]);
+        if (!items.ok()) return items.status();
+        columns.push_back(*items);
+      }
+      size_t n = first->size();
+      for (const auto& c : columns) n = std::min(n, c.size());
+      std::vector<VarPtr> out;
+      for (size_t row = 0; row < n; ++row) {
+        std::vector<VarPtr> t;
+        for (const auto& c : columns) t.push_back(c[row]);
+        out.push_back(Var::Tuple(std::move(t)));
+      }
+      return Var::Iterator(std::move(out));
+    }
+    if (name == "any" || name == "all") {
+      for (const VarPtr& item : *first) {
+        absl::StatusOr<bool> t = Truthy(item);
+        if (!t.ok()) return t.status();
+        if (*t == (name == "any")) return constant(python::FromBool(name == "any"));
+      }
+      return constant(python::FromBool(name == "all"));
+    }
+    if (name == "sum") {
+      VarPtr total = args.size() > 1 ? args[1] : constant(python::FromLong(0));
+      for (const auto& [k, v] : kwargs) {
+        if (k == "start") total = v;
+      }
+      int add = 0;
+      for (size_t i = 0; i < std::size(bytecode::generated::kBinaryOps); ++i) {
+        if (absl::string_view(bytecode::generated::kBinaryOps[i].name) == "NB_ADD") add = static_cast<int>(i);
+      }
+      for (const VarPtr& item : *first) {
+        absl::StatusOr<VarPtr> next = BinaryOp(add, total, item);
+        if (!next.ok()) return next.status();
+        total = *next;
+      }
+      return total;
+    }
+    // sorted: constants only
+    args = {Var::List(*first)};
+  }
+  if (name == "next") {
+    if (absl::Status s = arity(1, 2); !s.ok()) return s;
+    const VarPtr& it = args[0];
+    if (it->kind != VarKind::kIterator) return Break(ir::GraphBreak::OTHER, "next() of a non-iterator", "");
+    if (it->position < it->items.size()) return it->items[it->position++];
+    if (args.size() == 2) return args[1];
+    return Break(ir::GraphBreak::OTHER, "next() on an exhausted iterator",
+                 "the function would raise StopIteration");
+  }
+  if (name == "getattr" || name == "hasattr") {
+    if (absl::Status s = arity(2, 3); !s.ok()) return s;
+    absl::StatusOr<Object> attr = ToPython(args[1]);
+    absl::StatusOr<std::string> attr_name = attr.ok() ? python::AsString(*attr) : attr.status();
+    if (!attr_name.ok()) return Break(ir::GraphBreak::OTHER, "getattr() with a non-constant name", "");
+    bool exists = true;
+    if (args[0]->object) {
+      exists = PyObject_HasAttrString(args[0]->object.get(), attr_name->c_str()) == 1;
+      guards_.TypeMatch(args[0]->source, args[0]->object);
+    }
+    if (name == "hasattr") {
+      if (args[0]->is_tensor()) {
+        exists = PyObject_HasAttrString(TorchAttr("Tensor").get(), attr_name->c_str()) == 1;
+      }
+      return constant(python::FromBool(exists));
+    }
+    if (!exists && args.size() == 3) return args[2];
+    return GetAttr(args[0], *attr_name);
+  }
+  if (name == "super") {
+    const Frame& f = *frames_.back();
+    VarPtr cls, self = f.locals.empty() ? nullptr : f.locals[0];
+    for (size_t i = 0; i < f.code->localsplus.size(); ++i) {
+      if (f.code->localsplus[i] == "__class__" && f.locals[i] && f.locals[i]->kind == VarKind::kCell) {
+        cls = f.locals[i]->value;
+      }
+    }
+    if (args.size() == 2) {
+      cls = args[0];
+      self = args[1];
+    }
+    if (!cls || !self || !self->object || !cls->object) {
+      return Break(ir::GraphBreak::OTHER, "super() outside a method of a traced object", "");
+    }
+    absl::StatusOr<Object> s = python::Call(
+        Object::Borrow(reinterpret_cast<PyObject*>(&PySuper_Type)), {cls->object, self->object});
+    if (!s.ok()) return s.status();
+    VarPtr sup = Var::OfKind(VarKind::kOpaque, *s);
+    sup->self = self;
+    return sup;
+  }
+  if ((name == "abs") && args.size() == 1 && args[0]->is_tensor()) {
+    return CallOp("operator.abs", ir::Node::CALL_FUNCTION, args, {});
+  }
+  if (name == "type" && args.size() == 1) {
+    if (args[0]->is_tensor()) return Wrap(TorchAttr("Tensor"), nullptr);
+    absl::StatusOr<Object> o = ToPython(args[0]);
+    Object obj = o.ok() ? *o : args[0]->object;
+    if (obj) {
+      guards_.TypeMatch(args[0]->source, obj);
+      return Wrap(Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj.get()))), nullptr);
+    }
+  }
+  if (name == "callable" && args.size() == 1) {
+    if (args[0]->is_tensor() || args[0]->is_constant()) return constant(python::FromBool(false));
+    if (args[0]->object) return constant(python::FromBool(PyCallable_Check(args[0]->object.get())));
+  }
+  if ((name == "int" || name == "float" || name == "bool" || name == "str") && args.size() == 1 &&
+      args[0]->is_tensor()) {
+    return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH,
+                 absl::StrCat(name, "() of a tensor reads its value"),
+                 "keep the value a tensor, or use shapes (x.shape, x.size()) which are known");
+  }
+  if (name == "bool" && args.size() == 1) {
+    absl::StatusOr<bool> t = Truthy(args[0]);
+    if (!t.ok()) return t.status();
+    return constant(python::FromBool(*t));
+  }
+  if (name == "dict" && args.empty()) {
+    std::vector<VarPtr> keys, values;
+    for (auto& [k, v] : kwargs) {
+      keys.push_back(constant(python::FromString(k)));
+      values.push_back(v);
+    }
+    return Var::Dict(std::move(keys), std::move(values));
+  }
+  if (all_constant()) return CallReal(fn, args, kwargs);
+  return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+               absl::StrCat(name, "() on ", args.empty() ? "no arguments" : Describe(*args[0])),
+               "only Python constants, containers and tensor metadata are handled by builtins");
+}
+
+absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<VarPtr> args,
+                                              Kwargs kwargs) {
+  const VarPtr& self = method->self;
+  const std::string& name = method->name;
+  auto constant = [](Object o) { return Var::Constant(std::move(o)); };
+  if (self->is_tensor()) {
+    const ops::TensorMeta& m = self->meta;
+    auto dim_arg = [&]() -> absl::StatusOr<std::optional<int64_t>> {
+      VarPtr d = !args.empty() ? args[0] : nullptr;
+      for (const auto& [k, v] : kwargs) {
+        if (k == "dim") d = v;
+      }
+      if (!d || d->is_none()) return std::optional<int64_t>();
+      absl::StatusOr<int64_t> i = AsInt(d);
+      if (!i.ok()) return i.status();
+      int64_t n = m.dim();
+      int64_t k = *i < 0 ? *i + n : *i;
+      if (k < 0 || k >= std::max<int64_t>(n, 1)) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("dimension ", *i, " out of range"),
+                     "the call would raise IndexError");
+      }
+      return std::optional<int64_t>(k);
+    };
+    if (name == "size" || name == "stride") {
+      absl::StatusOr<std::optional<int64_t>> d = dim_arg();
+      if (!d.ok()) return d.status();
+      const std::vector<int64_t>& values = name == "size" ? m.sizes : m.strides;
+      if (name == "stride" && !m.has_strides()) {
+        return Break(ir::GraphBreak::OTHER, "stride() of a tensor whose layout is not tracked",
+                     "use .contiguous() before reading strides");
+      }
+      if (*d) return constant(python::FromLong(m.sizes.empty() ? 1 : values[static_cast<size_t>(**d)]));
+      std::vector<VarPtr> items;
+      for (int64_t v : values) items.push_back(constant(python::FromLong(v)));
+      VarPtr t = Var::Tuple(std::move(items));
+      t->is_size = name == "size";
+      return t;
+    }
+    if (name == "dim" || name == "ndimension") return constant(python::FromLong(m.dim()));
+    if (name == "numel" || name == "nelement") return constant(python::FromLong(m.numel()));
+    if (name == "is_floating_point") return constant(python::FromBool(ops::IsFloating(m.dtype)));
+    if (name == "is_complex") return constant(python::FromBool(ops::IsComplex(m.dtype)));
+    if (name == "is_contiguous" && m.has_strides()) return constant(python::FromBool(ops::IsContiguous(m)));
+    if (name == "get_device") return constant(python::FromLong(m.device.type == "cpu" ? -1 : m.device.index));
+    if (name == "item" || name == "tolist" || name == "numpy" || name == "__bool__") {
+      return Break(name == "numpy" ? ir::GraphBreak::EXTERNAL_LIBRARY : ir::GraphBreak::DATA_DEPENDENT_BRANCH,
+                   absl::StrCat("Tensor.", name, "() reads the tensor's values"),
+                   "keep the computation in tensors; values are not known while tracing");
+    }
+    args.insert(args.begin(), self);
+    return CallOp(absl::StrCat("Tensor.", name), ir::Node::CALL_METHOD, args, kwargs);
+  }
+  if (self->kind == VarKind::kGradMode) {
+    if (name == "__exit__") {
+      if (grad_stack_.empty()) return absl::InternalError("__exit__ without __enter__");
+      bool previous = grad_stack_.back();
+      grad_stack_.pop_back();
+      if (absl::Status s = SetGradMode(previous); !s.ok()) return s;
+    }
+    return constant(python::None());
+  }
+  if (self->kind == VarKind::kList || self->kind == VarKind::kDict || self->kind == VarKind::kTuple) {
+    static const char* const kMutating[] = {"append", "extend", "insert", "pop", "clear", "reverse",
+                                            "remove", "update", "setdefault", "popitem", "sort"};
+    bool mutating = false;
+    for (const char* m : kMutating) mutating |= name == m;
+    if (mutating && self->source) {
+      return Break(ir::GraphBreak::SIDE_EFFECT,
+                   absl::StrCat(name, "() mutates ", self->source->ToString()),
+                   "mutating containers that outlive the call is a side effect; copy it first");
+    }
+    if (self->kind == VarKind::kList) {
+      if (name == "append" && args.size() == 1) {
+        self->items.push_back(args[0]);
+        return constant(python::None());
+      }
+      if (name == "extend" && args.size() == 1) {
+        absl::StatusOr<std::vector<VarPtr>> items = Materialize(args[0]);
+        if (!items.ok()) return items.status();
+        self->items.insert(self->items.end(), items->begin(), items->end());
+        return constant(python::None());
+      }
+      if (name == "insert" && args.size() == 2) {
+        absl::StatusOr<int64_t> i = AsInt(args[0]);
+        if (!i.ok()) return i.status();
+        int64_t n = static_cast<int64_t>(self->items.size());
+        int64_t k = std::clamp<int64_t>(*i < 0 ? *i + n : *i, 0, n);
+        self->items.insert(self->items.begin() + k, args[1]);
+        return constant(python::None());
+      }
+      if (name == "pop" && args.size() <= 1 && !self->items.empty()) {
+        int64_t n = static_cast<int64_t>(self->items.size());
+        int64_t i = args.empty() ? n - 1 : AsInt(args[0]).value_or(n - 1);
+        if (i < 0) i += n;
+        if (i < 0 || i >= n) return Break(ir::GraphBreak::OTHER, "pop index out of range", "");
+        VarPtr v = self->items[static_cast<size_t>(i)];
+        self->items.erase(self->items.begin() + i);
+        return v;
+      }
+      if (name == "reverse" && args.empty()) {
+        std::reverse(self->items.begin(), self->items.end());
+        return constant(python::None());
+      }
+    }
+    if (self->kind == VarKind::kDict) {
+      if (name == "items" || name == "keys" || name == "values") {
+        guards_.LengthMatch(self->source, static_cast<int64_t>(self->keys.size()));
+        std::vector<VarPtr> out;
+        for (size_t i = 0; i < self->keys.size(); ++i) {
+          out.push_back(name == "keys" ? self->keys[i]
+                        : name == "values" ? self->items[i]
+                                           : Var::Tuple({self->keys[i], self->items[i]}));
+        }
+        return Var::List(std::move(out));
+      }
+      if (name == "get" && !args.empty()) {
+        for (size_t i = 0; i < self->keys.size(); ++i) {
+          absl::StatusOr<VarPtr> eq = Compare("==", self->keys[i], args[0]);
+          if (!eq.ok()) return eq.status();
+          if ((*eq)->object.get() == Py_True) return self->items[i];
+        }
+        return args.size() > 1 ? args[1] : constant(python::None());
+      }
+    }
+    if (self->is_size && name == "numel") {
+      int64_t n = 1;
+      for (const VarPtr& item : self->items) n *= AsInt(item).value_or(1);
+      return constant(python::FromLong(n));
+    }
+    // Read-only methods of containers of constants (index, count, copy).
+    absl::StatusOr<Object> real = ToPython(self);
+    if (real.ok() && !mutating) {
+      Object bound = Attr(real->get(), name.c_str());
+      if (bound) return CallReal(Var::OfKind(VarKind::kOpaque, bound), args, kwargs);
+    }
+  }
+  return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+               absl::StrCat("method ", name, "() of ", Describe(*self)),
+               "this method is not traced");
+}
+
+absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string& name) {
+  const ops::TensorMeta& m = t->meta;
+  if (name == "shape") {
+    std::vector<VarPtr> items;
+    for (int64_t s : m.sizes) items.push_back(Var::Constant(python::FromLong(s)));
+    VarPtr size = Var::Tuple(std::move(items));
+    size->is_size = true;
+    return size;
+  }
+  if (name == "dtype") return FromValue(ops::Value(m.dtype));
+  if (name == "device") return FromValue(ops::Value(m.device));
+  if (name == "ndim") return Var::Constant(python::FromLong(m.dim()));
+  if (name == "requires_grad") return Var::Constant(python::FromBool(m.requires_grad));
+  if (name == "is_cuda") return Var::Constant(python::FromBool(m.device.type == "cuda"));
+  if (name == "T" || name == "mT") {
+    std::vector<VarPtr> args = {t};
+    if (name == "T") {
+      for (int64_t d = m.dim() - 1; d >= 0; --d) args.push_back(Var::Constant(python::FromLong(d)));
+      return CallOp("Tensor.permute", ir::Node::CALL_METHOD, args, {});
+    }
+    args.push_back(Var::Constant(python::FromLong(-2)));
+    args.push_back(Var::Constant(python::FromLong(-1)));
+    return CallOp("Tensor.transpose", ir::Node::CALL_METHOD, args, {});
+  }
+  // Anything else must be a method of torch.Tensor; properties we do not
+  // model (.data, .grad, .layout, ...) are refused, never guessed.
+  Object cls_attr = Attr(TorchAttr("Tensor").get(), name.c_str());
+  bool is_method = cls_attr && PyCallable_Check(cls_attr.get()) &&
+                   !PyObject_HasAttrString(cls_attr.get(), "__set__");
+  if (!is_method) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("the tensor attribute .", name, " is not traced"),
+                 "read shapes, dtypes and devices; other tensor state is not known while tracing");
+  }
+  return Var::Method(t, name);
+}
+
+absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string& name) {
+  switch (obj->kind) {
+    case VarKind::kTensor:
+      return TensorAttr(obj, name);
+    case VarKind::kTuple:
+    case VarKind::kList:
+    case VarKind::kDict:
+    case VarKind::kGradMode:
+      return Var::Method(obj, name);
+    case VarKind::kNull:
+    case VarKind::kIterator:
+    case VarKind::kCell:
+      break;
+    default: {
+      if (!obj->object) break;
+      Object value = Object::Steal(PyObject_GetAttrString(obj->object.get(), name.c_str()));
+      if (!value) {
+        absl::Status error = python::FetchError("");
+        return Break(ir::GraphBreak::OTHER,
+                     absl::StrCat("reading .", name, " of ", Describe(*obj), " raises ", error.message()),
+                     "the attribute does not exist on this object");
+      }
+      // Methods bound to the object we hold a tracker for stay bound to
+      // that tracker (self.helper(x), super().forward(x)).
+      PyObject* owner = obj->self ? obj->self->object.get() : obj->object.get();
+      if (PyMethod_Check(value.get()) && PyMethod_Self(value.get()) == owner &&
+          PyFunction_Check(PyMethod_Function(value.get()))) {
+        VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(PyMethod_Function(value.get())));
+        fn->self = obj->self ? obj->self : obj;
+        return fn;
+      }
+      SourcePtr source = obj->source && !obj->self ? Source::Attr(obj->source, name) : nullptr;
+      return Wrap(value, source);
+    }
+  }
+  return Break(ir::GraphBreak::OTHER, absl::StrCat("reading .", name, " of ", Describe(*obj)), "");
+}
+
+absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakInfo* on_break) {
+  auto done = [&](absl::Status s) -> absl::StatusOr<TraceResult> {
+    if (break_ && on_break) *on_break = *break_;
+    return s;
+  };
+  if (!request.function || !PyFunction_Check(request.function.get())) {
+    return absl::InvalidArgumentError("Trace needs a Python function");
+  }
+  PyObject* fn = request.function.get();
+  top_globals_ = Object::Borrow(PyFunction_GetGlobals(fn));
+  Object grad = TorchAttr("is_grad_enabled");
+  absl::StatusOr<Object> enabled = grad ? python::Call(grad) : absl::UnknownError("torch");
+  if (!enabled.ok()) return enabled.status();
+  grad_enabled_ = enabled->get() == Py_True;
+  guards_.GlobalState("grad_mode", grad_enabled_);
+
+  Frame frame;
+  if (absl::Status s = PrepareFrame(frame, Object::Borrow(PyFunction_GetCode(fn)), top_globals_); !s.ok()) {
+    return done(s);
+  }
+  const std::vector<std::string>& names = frame.code->localsplus;
+  auto* co = reinterpret_cast<PyCodeObject*>(frame.code->code.get());
+  const size_t argcount = static_cast<size_t>(co->co_argcount);
+  const size_t kwonly = static_cast<size_t>(co->co_kwonlyargcount);
+  const std::string varargs = (co->co_flags & CO_VARARGS) ? names[argcount + kwonly] : "";
+  const std::string varkw = (co->co_flags & CO_VARKEYWORDS)
+                                ? names[argcount + kwonly + ((co->co_flags & CO_VARARGS) ? 1 : 0)]
+                                : "";
+
+  VarPtr function = Var::OfKind(VarKind::kFunction, request.function);
+  if (PyObject* d = PyFunction_GetDefaults(fn)) function->defaults = *Wrap(Object::Borrow(d), nullptr);
+  if (PyObject* kd = PyFunction_GetKwDefaults(fn)) function->kwdefaults = *Wrap(Object::Borrow(kd), nullptr);
+  if (PyObject* closure = PyFunction_GetClosure(fn)) {
+    size_t nfree = static_cast<size_t>(PyTuple_GET_SIZE(closure));
+    for (size_t i = 0; i < nfree; ++i) {
+      const std::string& free_name = names[names.size() - nfree + i];
+      PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, static_cast<Py_ssize_t>(i)));
+      VarPtr value;
+      if (contents != nullptr) {
+        absl::StatusOr<VarPtr> w = Wrap(Object::Borrow(contents), Source::Local(free_name));
+        if (!w.ok()) return done(w.status());
+        value = *w;
+      }
+      VarPtr cell = Var::Cell(value);
+      cell->source = Source::Local(free_name);
+      function->closure.push_back(cell);
+    }
+  }
+
+  // Inputs become trackers whose sources are the parameters they bind to.
+  std::vector<ir::InputSpec> specs;
+  std::function<absl::StatusOr<VarPtr>(const TraceInput&, SourcePtr)> input =
+      [&](const TraceInput& in, SourcePtr source) -> absl::StatusOr<VarPtr> {
+    std::string label = source->ToString();
+    if (in.kind == TraceInput::Kind::kTensor ||
+        (in.kind == TraceInput::Kind::kObject && IsInstanceOf(in.object.get(), "Tensor"))) {
+      ops::TensorMeta meta = in.tensor;
+      if (in.kind == TraceInput::Kind::kObject) {
+        absl::StatusOr<ops::TensorMeta> m = MetaOf(in.object.get());
+        if (!m.ok()) return m.status();
+        meta = *m;
+      }
+      std::string placeholder = AttributeTarget(*source);
+      std::string node = graph_.AddPlaceholder(placeholder.substr(placeholder[0] == '_' ? 1 : 0), meta);
+      guards_.TensorMatch(source, meta);
+      ir::InputSpec spec;
+      spec.set_name(label);
+      *spec.mutable_tensor() = ops::ToProto(meta);
+      specs.push_back(std::move(spec));
+      return Var::Tensor(node, meta, source);
+    }
+    if (in.kind == TraceInput::Kind::kObject) {
+      absl::StatusOr<VarPtr> v = Wrap(in.object, source);
+      if (v.ok() && (*v)->is_constant()) {
+        absl::StatusOr<ops::Value> value = ToValue(*v);
+        absl::StatusOr<ir::Argument> arg = value.ok() ? ops::ToArgument(*value) : value.status();
+        if (arg.ok()) {
+          ir::InputSpec spec;
+          spec.set_name(label);
+          *spec.mutable_constant() = *arg;
+          specs.push_back(std::move(spec));
+        }
+      }
+      return v;
+    }
+    std::vector<VarPtr> items;
+    for (size_t i = 0; i < in.items.size(); ++i) {
+      SourcePtr item_source = in.kind == TraceInput::Kind::kDict ? Source::Item(source, in.keys[i])
+                                                                 : Source::Item(source, static_cast<int64_t>(i));
+      absl::StatusOr<VarPtr> v = input(in.items[i], item_source);
+      if (!v.ok()) return v.status();
+      items.push_back(*v);
+    }
+    guards_.LengthMatch(source, static_cast<int64_t>(items.size()));
+    if (in.kind == TraceInput::Kind::kDict) {
+      std::vector<VarPtr> keys;
+      for (const std::string& k : in.keys) keys.push_back(Var::Constant(python::FromString(k)));
+      return Var::Dict(std::move(keys), std::move(items), source);
+    }
+    return in.kind == TraceInput::Kind::kTuple ? Var::Tuple(std::move(items), source)
+                                               : Var::List(std::move(items), source);
+  };
+
+  std::vector<VarPtr> args;
+  size_t position = 0;
+  frames_.push_back(&frame);
+  if (request.self) {
+    root_ = request.self;
+    absl::StatusOr<VarPtr> self = Wrap(request.self, Source::Local(names.empty() ? "self" : names[0]));
+    if (!self.ok()) return done(self.status());
+    args.push_back(*self);
+    position = 1;
+  }
+  for (const TraceInput& in : request.args) {
+    SourcePtr source = position < argcount ? Source::Local(names[position])
+                       : !varargs.empty()  ? Source::Item(Source::Local(varargs),
+                                                          static_cast<int64_t>(position - argcount))
+                                           : Source::Local(absl::StrCat("arg", position));
+    absl::StatusOr<VarPtr> v = input(in, source);
+    if (!v.ok()) return done(v.status());
+    args.push_back(*v);
+    ++position;
+  }
+  Kwargs kwargs;
+  for (const auto& [key, in] : request.kwargs) {
+    bool named = false;
+    for (size_t i = 0; i < argcount + kwonly; ++i) named |= names[i] == key;
+    SourcePtr source = named || varkw.empty() ? Source::Local(key) : Source::Item(Source::Local(varkw), key);
+    absl::StatusOr<VarPtr> v = input(in, source);
+    if (!v.ok()) return done(v.status());
+    kwargs.emplace_back(key, *v);
+  }
+  absl::Status bound = BindArguments(frame, function, std::move(args), std::move(kwargs));
+  frames_.pop_back();
+  if (!bound.ok()) return done(bound);
+
+  absl::StatusOr<VarPtr> result = RunFrame(frame);
+  if (!result.ok()) return done(result.status());
+  frames_.push_back(&frame);
+  absl::StatusOr<ir::Argument> output = ToArgument(*result);
+  if (!output.ok()) {
+    absl::Status s = Break(ir::GraphBreak::OTHER,
+                           absl::StrCat("the function returns ", Describe(**result)),
+                           "return tensors, Python constants, or tuples and lists of them");
+    return done(s);
+  }
+  frames_.pop_back();
+  graph_.SetOutputs({*output});
+  graph_.EliminateDeadCode([this](const ir::Node& n) {
+    if (n.target() == "torch._C._set_grad_enabled") return true;
+    const ops::OpEntry* e = registry_.Find(n.target());
+    return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
+  });
+
+  TraceResult out;
+  out.graph = std::move(graph_).Finish();
+  out.guards = guards_.guards();
+  out.attributes = std::move(attributes_);
+  out.inputs = std::move(specs);
+  return out;
+}
+
+}  // namespace dynamo::trace

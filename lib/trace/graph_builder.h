@@ -1,0 +1,53 @@
+// Builds one ir::Graph node by node with FX's naming (the target's last
+// component, then _1, _2, ...), so the same trace always gives the same
+// names and the .pb is byte-identical run to run.
+//
+//   GraphBuilder g("graph_0");
+//   std::string x = g.AddPlaceholder("x", meta);
+//   std::string y = g.AddCall(ir::Node::CALL_FUNCTION, "torch.sin", {Ref(x)}, {}, out, loc);
+//   g.SetOutputs({Ref(y)});
+//   g.EliminateDeadCode(has_effects);
+//   ir::Graph graph = std::move(g).Finish();
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
+#include "lib/ops/meta.h"
+#include "proto/dynamo_ir.pb.h"
+
+namespace dynamo::trace {
+
+// An argument that refers to a node.
+ir::Argument Ref(absl::string_view node);
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string name);
+
+  std::string AddPlaceholder(absl::string_view name, const ops::TensorMeta& meta);
+  std::string AddGetAttr(absl::string_view target, const ops::TensorMeta& meta);
+  std::string AddCall(ir::Node::Kind kind, absl::string_view target,
+                      std::vector<ir::Argument> args, std::vector<ir::KeywordArgument> kwargs,
+                      ir::ValueMeta meta, const ir::SourceLocation& location);
+  void SetOutputs(std::vector<ir::Argument> outputs);
+
+  // Drops call nodes whose results nothing uses, unless `has_effects` says
+  // the node must run anyway (in-place and random ops).
+  void EliminateDeadCode(const std::function<bool(const ir::Node&)>& has_effects);
+
+  [[nodiscard]] ir::Graph Finish() &&;
+  const ir::Graph& graph() const { return graph_; }
+
+ private:
+  std::string UniqueName(absl::string_view base);
+  ir::Graph graph_;
+  absl::flat_hash_map<std::string, int> counters_;  // base name -> next suffix
+  absl::flat_hash_set<std::string> taken_;
+};
+
+}  // namespace dynamo::trace

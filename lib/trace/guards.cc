@@ -1,0 +1,88 @@
+#include "lib/trace/guards.h"
+
+#include <Python.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/ops/proto_conversion.h"
+#include "lib/trace/variables.h"
+
+namespace dynamo::trace {
+
+ir::Guard* GuardSet::Add(ir::Guard::Kind kind, const std::string& source) {
+  if (!seen_.insert(absl::StrCat(static_cast<int>(kind), "|", source)).second) return nullptr;
+  guards_.emplace_back();
+  ir::Guard* g = &guards_.back();
+  g->set_kind(kind);
+  g->set_source(source);
+  return g;
+}
+
+void GuardSet::TensorMatch(const SourcePtr& source, const ops::TensorMeta& meta) {
+  if (!source) return;
+  if (ir::Guard* g = Add(ir::Guard::TENSOR_MATCH, source->ToString())) {
+    *g->mutable_tensor() = ops::ToProto(meta);
+    g->set_reason("tensor input");
+  }
+}
+
+void GuardSet::EqualsMatch(const SourcePtr& source, const python::Object& value) {
+  if (!source) return;
+  if (value.get() == Py_None) {
+    if (ir::Guard* g = Add(ir::Guard::IS_NONE, source->ToString())) g->set_reason("read as None");
+    return;
+  }
+  absl::StatusOr<ops::Value> v = ToValue(Var::Constant(value));
+  absl::StatusOr<ir::Argument> arg =
+      v.ok() ? ops::ToArgument(*v) : absl::StatusOr<ir::Argument>(v.status());
+  if (!arg.ok()) {
+    // Not expressible as an IR constant (bytes, a code object): its type and
+    // repr still pin it for people; the live cache compares the object.
+    ir::Argument repr;
+    repr.set_string_value(python::Repr(value));
+    arg = repr;
+  }
+  if (ir::Guard* g = Add(ir::Guard::EQUALS_MATCH, source->ToString())) {
+    *g->mutable_value() = *arg;
+    g->set_reason("constant read during the trace");
+  }
+}
+
+void GuardSet::IdMatch(const SourcePtr& source, const python::Object& value) {
+  if (!source) return;
+  if (ir::Guard* g = Add(ir::Guard::ID_MATCH, source->ToString())) {
+    g->mutable_value()->set_string_value(python::Repr(value));
+    g->set_reason("object identity read during the trace");
+  }
+}
+
+void GuardSet::TypeMatch(const SourcePtr& source, const python::Object& value) {
+  if (!source) return;
+  if (ir::Guard* g = Add(ir::Guard::TYPE_MATCH, source->ToString())) {
+    PyTypeObject* type = Py_TYPE(value.get());
+    python::Object module = python::Object::Steal(PyObject_GetAttrString(
+        reinterpret_cast<PyObject*>(type), "__module__"));
+    PyErr_Clear();
+    absl::StatusOr<std::string> m = module ? python::AsString(module) : absl::NotFoundError("");
+    g->mutable_value()->set_string_value(m.ok() && *m != "builtins"
+                                             ? absl::StrCat(*m, ".", type->tp_name)
+                                             : std::string(type->tp_name));
+    g->set_reason("type read during the trace");
+  }
+}
+
+void GuardSet::LengthMatch(const SourcePtr& source, int64_t length) {
+  if (!source) return;
+  if (ir::Guard* g = Add(ir::Guard::LENGTH_MATCH, source->ToString())) {
+    g->mutable_value()->set_int_value(length);
+    g->set_reason("container iterated or measured");
+  }
+}
+
+void GuardSet::GlobalState(const std::string& name, bool value) {
+  if (ir::Guard* g = Add(ir::Guard::GLOBAL_STATE, name)) {
+    g->mutable_value()->set_bool_value(value);
+    g->set_reason("global state read by the graph");
+  }
+}
+
+}  // namespace dynamo::trace

@@ -1,0 +1,45 @@
+// The guards a trace depends on, collected as the translator reads values:
+// each is an ir::Guard (kind, source path, expected value), deduplicated by
+// (kind, source) and kept in the order first needed, so output is stable.
+//
+//   GuardSet guards;
+//   guards.TensorMatch(Source::Local("x"), meta);          // L['x'] dtype/shape/...
+//   guards.EqualsMatch(Source::Local("n"), FromLong(3));   // L['n'] == 3
+//   std::vector<ir::Guard> out = guards.guards();
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "lib/ops/meta.h"
+#include "lib/python/object.h"
+#include "lib/trace/source.h"
+#include "proto/dynamo_ir.pb.h"
+
+namespace dynamo::trace {
+
+class GuardSet {
+ public:
+  // dtype, device, sizes, strides, requires_grad of a tensor input.
+  void TensorMatch(const SourcePtr& source, const ops::TensorMeta& meta);
+  // value == expected, for constants (None becomes IS_NONE).
+  void EqualsMatch(const SourcePtr& source, const python::Object& value);
+  // value is this very object (modules, functions, classes, nn.Modules).
+  void IdMatch(const SourcePtr& source, const python::Object& value);
+  // type(value) is the type of `value`.
+  void TypeMatch(const SourcePtr& source, const python::Object& value);
+  // len(value) == length (containers that were iterated or measured).
+  void LengthMatch(const SourcePtr& source, int64_t length);
+  // Interpreter-wide state the trace read: "grad_mode" -> enabled.
+  void GlobalState(const std::string& name, bool value);
+
+  const std::vector<ir::Guard>& guards() const { return guards_; }
+
+ private:
+  ir::Guard* Add(ir::Guard::Kind kind, const std::string& source);
+  std::vector<ir::Guard> guards_;
+  absl::flat_hash_set<std::string> seen_;
+};
+
+}  // namespace dynamo::trace

@@ -1,0 +1,62 @@
+// Where a traced value came from, as a path from the frame: the guards are
+// written against these paths, and the capture records them for parameters.
+//
+//   SourcePtr x = Source::Local("x");                 // L['x']
+//   SourcePtr w = Source::Attr(Source::Attr(Source::Local("self"), "fc1"), "weight");
+//   w->ToString();                                    // L['self'].fc1.weight
+//   Source::Item(Source::Local("xs"), 0)->ToString(); // L['xs'][0]
+//
+// Sources are immutable and shared; a value with no source (made during the
+// trace) has a null SourcePtr.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+
+namespace dynamo::trace {
+
+class Source;
+using SourcePtr = std::shared_ptr<const Source>;
+
+class Source {
+ public:
+  enum class Kind { kLocal, kGlobal, kModule, kAttr, kItem };
+
+  static SourcePtr Local(std::string name);
+  static SourcePtr Global(std::string name);
+  // A module by import name: the globals of a function from another module
+  // are reached through it (sys.modules['torch.nn.functional'].relu).
+  static SourcePtr Module(std::string import_name);
+  static SourcePtr Attr(SourcePtr base, std::string name);
+  static SourcePtr Item(SourcePtr base, int64_t index);
+  static SourcePtr Item(SourcePtr base, std::string key);
+
+  Kind kind() const { return kind_; }
+  const SourcePtr& base() const { return base_; }
+  // Local/global/attribute name, or the string key of an item.
+  const std::string& name() const { return name_; }
+  bool is_index() const { return kind_ == Kind::kItem && is_index_; }
+  int64_t index() const { return index_; }
+
+  // Dynamo's notation: L['x'], G['torch'].sin, L['self'].layers[0].weight.
+  std::string ToString() const;
+  // The first component: true when the path starts at a local / global /
+  // an imported module.
+  bool FromLocal() const;
+  bool FromGlobal() const;
+  bool FromModule() const;
+
+ private:
+  Source(Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index)
+      : kind_(kind), base_(std::move(base)), name_(std::move(name)), is_index_(is_index),
+        index_(index) {}
+  Kind kind_;
+  SourcePtr base_;
+  std::string name_;
+  bool is_index_ = false;
+  int64_t index_ = 0;
+};
+
+}  // namespace dynamo::trace

@@ -1,0 +1,1196 @@
+#include "lib/trace/translator.h"
+
+#include <Python.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "lib/bytecode/opcodes.h"
+#include "lib/python/error.h"
+#include "lib/trace/translator_internal.h"
+
+namespace dynamo::trace {
+
+using bytecode::Instruction;
+namespace op = bytecode::generated;
+
+namespace {
+
+
+// CO_* flags (Python.h's macros, named here for reading).
+constexpr int kVarArgs = CO_VARARGS;
+constexpr int kVarKeywords = CO_VARKEYWORDS;
+
+// NB_* operator index -> the operator-module name torch graphs use.
+std::string OperatorName(int nb_op) {
+  std::string name = bytecode::generated::kBinaryOps[nb_op].name;  // "NB_INPLACE_ADD"
+  name = name.substr(3);
+  bool inplace = absl::StartsWith(name, "INPLACE_");
+  if (inplace) name = name.substr(8);
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"ADD", "add"}, {"AND", "and_"}, {"FLOOR_DIVIDE", "floordiv"}, {"LSHIFT", "lshift"},
+      {"MATRIX_MULTIPLY", "matmul"}, {"MULTIPLY", "mul"}, {"REMAINDER", "mod"}, {"OR", "or_"},
+      {"POWER", "pow"}, {"RSHIFT", "rshift"}, {"SUBTRACT", "sub"}, {"TRUE_DIVIDE", "truediv"},
+      {"XOR", "xor"}};
+  for (const auto& [nb, py] : kNames) {
+    if (name == nb) {
+      std::string base = py;
+      if (!inplace) return base;
+      if (base.back() == '_') base.pop_back();  // and_ -> iand
+      return "i" + base;
+    }
+  }
+  return "";
+}
+
+std::string CompareName(const std::string& symbol) {
+  if (symbol == "<") return "lt";
+  if (symbol == "<=") return "le";
+  if (symbol == "==") return "eq";
+  if (symbol == "!=") return "ne";
+  if (symbol == ">") return "gt";
+  return "ge";
+}
+
+}  // namespace
+
+TraceInput TraceInput::Tensor(ops::TensorMeta meta) {
+  TraceInput t;
+  t.kind = Kind::kTensor;
+  t.tensor = std::move(meta);
+  return t;
+}
+TraceInput TraceInput::Object(python::Object object) {
+  TraceInput t;
+  t.kind = Kind::kObject;
+  t.object = std::move(object);
+  return t;
+}
+TraceInput TraceInput::Tuple(std::vector<TraceInput> items) {
+  TraceInput t;
+  t.kind = Kind::kTuple;
+  t.items = std::move(items);
+  return t;
+}
+TraceInput TraceInput::List(std::vector<TraceInput> items) {
+  TraceInput t;
+  t.kind = Kind::kList;
+  t.items = std::move(items);
+  return t;
+}
+TraceInput TraceInput::Dict(std::vector<std::string> keys, std::vector<TraceInput> items) {
+  TraceInput t;
+  t.kind = Kind::kDict;
+  t.keys = std::move(keys);
+  t.items = std::move(items);
+  return t;
+}
+
+std::string FormatBreak(const BreakInfo& b) {
+  std::string out = absl::StrCat(b.file, ":", b.line, ": graph break: ", b.message, " [",
+                                 ir::GraphBreak::Reason_Name(b.reason), "]");
+  if (!b.text.empty()) absl::StrAppend(&out, " | ", b.text);
+  if (!b.hint.empty()) absl::StrAppend(&out, " | hint: ", b.hint);
+  return out;
+}
+
+absl::StatusOr<TraceResult> Trace(const TraceRequest& request, const ops::Registry& registry,
+                                  BreakInfo* on_break) {
+  Translator t(registry);
+  return t.Run(request, on_break);
+}
+
+Translator::Translator(const ops::Registry& registry) : registry_(registry) {
+  // Which real callables are registry ops: resolve each name once, by
+  // identity, so aliases (F.relu vs torch.nn.functional.relu) agree.
+  for (const std::string& name : registry_.Names()) {
+    std::vector<std::string> parts = absl::StrSplit(name, '.');
+    if (parts.size() < 2 || parts[0] == "Tensor") continue;
+    python::Object obj;
+    size_t i = 1;
+    // The longest importable module prefix, then attributes.
+    for (size_t k = parts.size() - 1; k >= 1 && !obj; --k) {
+      std::string module = absl::StrJoin(parts.begin(), parts.begin() + static_cast<long>(k), ".");
+      python::Object m = python::Object::Steal(PyImport_ImportModule(module.c_str()));
+      if (m) {
+        obj = m;
+        i = k;
+      } else {
+        PyErr_Clear();
+      }
+    }
+    for (; obj && i < parts.size(); ++i) {
+      obj = python::Object::Steal(PyObject_GetAttrString(obj.get(), parts[i].c_str()));
+      if (!obj) PyErr_Clear();
+    }
+    if (obj && !op_names_.contains(obj.get())) op_names_[obj.get()] = name;
+  }
+  python::Object builtins = python::Object::Borrow(PyEval_GetBuiltins());
+  for (const char* name : {"len", "isinstance", "range", "enumerate", "zip", "list", "tuple",
+                           "int", "float", "bool", "abs", "min", "max", "sum", "getattr",
+                           "hasattr", "super", "reversed", "iter", "next", "dict", "str",
+                           "any", "all", "print", "callable", "sorted", "type", "divmod",
+                           "round", "issubclass", "id", "repr", "hash", "map", "filter"}) {
+    PyObject* b = PyDict_GetItemString(builtins.get(), name);  // borrowed; builtins live forever
+    if (b != nullptr) builtins_[b] = name;
+  }
+}
+
+absl::Status Translator::Break(ir::GraphBreak::Reason reason, std::string message,
+                               std::string hint) {
+  BreakInfo b;
+  b.reason = reason;
+  b.message = std::move(message);
+  b.hint = std::move(hint);
+  if (!frames_.empty()) {
+    const Frame& f = *frames_.back();
+    b.file = f.code->filename;
+    if (f.ip < f.code->instructions.size()) {
+      const Instruction& in = f.code->instructions[f.ip];
+      b.line = in.location.line;
+      b.opcode = std::string(in.name);
+      b.offset = in.offset;
+    }
+    absl::StatusOr<python::Object> linecache = python::Import("linecache");
+    if (linecache.ok() && b.line > 0) {
+      absl::StatusOr<python::Object> text = python::CallMethod(
+          *linecache, "getline", {python::FromString(b.file), python::FromLong(b.line)});
+      absl::StatusOr<std::string> s = text.ok() ? python::AsString(*text) : text.status();
+      if (s.ok()) {
+        std::string t(absl::StripAsciiWhitespace(*s));
+        b.text = t;
+      }
+    }
+    PyErr_Clear();
+  }
+  std::string formatted = FormatBreak(b);
+  break_ = std::move(b);
+  return absl::UnimplementedError(formatted);
+}
+
+ir::SourceLocation Translator::CurrentLocation() const {
+  ir::SourceLocation loc;
+  // The outermost user frame: people read graphs against their own code.
+  for (const Frame* f : frames_) {
+    if (InTorchInternals(*f)) break;
+    loc.set_file(f->code->filename);
+    if (f->ip < f->code->instructions.size()) loc.set_line(f->code->instructions[f->ip].location.line);
+  }
+  return loc;
+}
+
+bool Translator::InTorchInternals(const Frame& f) const {
+  return absl::StrContains(f.code->filename, "/torch/");
+}
+
+absl::StatusOr<VarPtr> Translator::Pop(Frame& f) {
+  if (f.stack.empty()) return absl::InternalError("value stack underflow");
+  VarPtr v = std::move(f.stack.back());
+  f.stack.pop_back();
+  return v;
+}
+
+absl::StatusOr<std::vector<VarPtr>> Translator::PopN(Frame& f, size_t n) {
+  if (f.stack.size() < n) return absl::InternalError("value stack underflow");
+  std::vector<VarPtr> out(f.stack.end() - static_cast<long>(n), f.stack.end());
+  f.stack.resize(f.stack.size() - n);
+  return out;
+}
+
+absl::StatusOr<size_t> Translator::IndexOf(const Frame& f, int offset) {
+  const Instruction* in = f.code->At(offset);
+  if (in == nullptr) return absl::InternalError(absl::StrCat("no instruction at offset ", offset));
+  return static_cast<size_t>(in - f.code->instructions.data());
+}
+
+absl::Status Translator::Jump(Frame& f, const Instruction& in) {
+  absl::StatusOr<size_t> target = IndexOf(f, in.argument.jump_target);
+  if (!target.ok()) return target.status();
+  f.ip = *target;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
+  switch (v->kind) {
+    case VarKind::kConstant: {
+      int r = PyObject_IsTrue(v->object.get());
+      if (r < 0) return python::FetchError("truth value");
+      return r == 1;
+    }
+    case VarKind::kTensor:
+      return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH,
+                   absl::StrCat("branching on the value of a ", ops::ToString(v->meta),
+                                " tensor"),
+                   "the condition depends on tensor values; use torch.where, or compute the "
+                   "condition from shapes, dtypes or Python values");
+    case VarKind::kTuple:
+    case VarKind::kList:
+    case VarKind::kDict:
+      guards_.LengthMatch(v->source, static_cast<int64_t>(v->items.size()));
+      return !v->items.empty();
+    case VarKind::kRange:
+      return (v->step > 0 && v->start < v->stop) || (v->step < 0 && v->start > v->stop);
+    case VarKind::kOpaque:
+      return Break(ir::GraphBreak::OTHER,
+                   absl::StrCat("truth value of ", Describe(*v), " is not traced"),
+                   "compare with None or a constant explicitly");
+    default:
+      return true;  // modules, functions, classes, dtypes, devices
+  }
+}
+
+absl::StatusOr<VarPtr> Translator::RunFrame(Frame& f) {
+  frames_.push_back(&f);
+  struct PopFrame {
+    std::vector<Frame*>& frames;
+    ~PopFrame() { frames.pop_back(); }
+  } pop{frames_};
+  while (f.ip < f.code->instructions.size()) {
+    if (++steps_ > kMaxSteps) {
+      return Break(ir::GraphBreak::OTHER,
+                   absl::StrCat("the trace ran past ", kMaxSteps, " instructions"),
+                   "a loop does not terminate on trace-time values");
+    }
+    const Instruction& in = f.code->instructions[f.ip];
+    size_t before = f.ip;
+    std::optional<VarPtr> result;
+    if (absl::Status s = Step(f, in, result); !s.ok()) {
+      if (s.code() != absl::StatusCode::kUnimplemented && !break_) {
+        // An internal inconsistency: report it where it happened.
+        return absl::Status(s.code(), absl::StrCat(f.code->filename, ":", in.location.line, ": ",
+                                                   in.name, ": ", s.message()));
+      }
+      return s;
+    }
+    if (result) return *result;
+    if (f.ip == before) ++f.ip;  // no jump taken
+  }
+  return absl::InternalError("execution fell off the end of the code");
+}
+
+absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<VarPtr>& result) {
+  const int opcode = in.opcode;
+  auto push = [&f](VarPtr v) { f.stack.push_back(std::move(v)); };
+#define POP_OR_RETURN(var)                      \
+  absl::StatusOr<VarPtr> var##_or = Pop(f);     \
+  if (!var##_or.ok()) return var##_or.status(); \
+  VarPtr var = *std::move(var##_or)
+#define ASSIGN_OR_RETURN(lhs, expr)          \
+  auto lhs##_or = (expr);                    \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
+
+  switch (opcode) {
+    case op::kNop:
+    case op::kResume:
+    case op::kPrecall:
+      return absl::OkStatus();
+
+    case op::kPopTop: {
+      POP_OR_RETURN(v);
+      return absl::OkStatus();
+    }
+    case op::kPushNull:
+      push(Var::Null());
+      return absl::OkStatus();
+    case op::kCopy: {
+      if (f.stack.size() < static_cast<size_t>(in.arg)) return absl::InternalError("COPY underflow");
+      push(f.stack[f.stack.size() - static_cast<size_t>(in.arg)]);
+      return absl::OkStatus();
+    }
+    case op::kSwap: {
+      if (f.stack.size() < static_cast<size_t>(in.arg)) return absl::InternalError("SWAP underflow");
+      std::swap(f.stack.back(), f.stack[f.stack.size() - static_cast<size_t>(in.arg)]);
+      return absl::OkStatus();
+    }
+
+    case op::kLoadConst:
+      push(Var::Constant(f.code->Constant(in.argument.index)));
+      return absl::OkStatus();
+    case op::kLoadFast:
+    case op::kLoadClosure: {
+      const VarPtr& v = f.locals[static_cast<size_t>(in.arg)];
+      if (!v) {
+        return Break(ir::GraphBreak::OTHER,
+                     absl::StrCat("local variable '", in.argument.text, "' is read before it is set"),
+                     "the function would raise UnboundLocalError");
+      }
+      push(v);
+      return absl::OkStatus();
+    }
+    case op::kStoreFast: {
+      POP_OR_RETURN(v);
+      f.locals[static_cast<size_t>(in.arg)] = std::move(v);
+      return absl::OkStatus();
+    }
+    case op::kDeleteFast:
+      f.locals[static_cast<size_t>(in.arg)] = nullptr;
+      return absl::OkStatus();
+    case op::kMakeCell: {
+      VarPtr& slot = f.locals[static_cast<size_t>(in.arg)];
+      slot = Var::Cell(slot);
+      return absl::OkStatus();
+    }
+    case op::kCopyFreeVars: {
+      size_t n = static_cast<size_t>(in.arg);
+      if (f.closure.size() != n) return absl::InternalError("closure size mismatch");
+      for (size_t i = 0; i < n; ++i) f.locals[f.locals.size() - n + i] = f.closure[i];
+      return absl::OkStatus();
+    }
+    case op::kLoadDeref: {
+      const VarPtr& cell = f.locals[static_cast<size_t>(in.arg)];
+      if (!cell || cell->kind != VarKind::kCell || !cell->value) {
+        return Break(ir::GraphBreak::OTHER,
+                     absl::StrCat("free variable '", in.argument.text, "' is read before it is set"),
+                     "the function would raise NameError");
+      }
+      push(cell->value);
+      return absl::OkStatus();
+    }
+    case op::kStoreDeref: {
+      POP_OR_RETURN(v);
+      const VarPtr& cell = f.locals[static_cast<size_t>(in.arg)];
+      if (!cell || cell->kind != VarKind::kCell) return absl::InternalError("STORE_DEREF without a cell");
+      if (cell->source) {
+        return Break(ir::GraphBreak::SIDE_EFFECT,
+                     absl::StrCat("assigning the enclosing function's variable '",
+                                  in.argument.text, "'"),
+                     "nonlocal assignments to variables outside the traced function are side "
+                     "effects; return the value instead");
+      }
+      cell->value = std::move(v);
+      return absl::OkStatus();
+    }
+
+    case op::kLoadGlobal: {
+      const std::string name(in.argument.text);
+      PyObject* value = PyDict_GetItemString(f.globals.get(), name.c_str());  // borrowed
+      SourcePtr source;
+      if (value != nullptr) {
+        source = f.top_globals ? Source::Global(name)
+                 : f.globals_source ? Source::Attr(f.globals_source, name) : nullptr;
+      } else {
+        PyObject* builtins = PyDict_GetItemString(f.globals.get(), "__builtins__");
+        if (builtins != nullptr && PyModule_Check(builtins)) builtins = PyModule_GetDict(builtins);
+        value = builtins != nullptr ? PyDict_GetItemString(builtins, name.c_str()) : nullptr;
+        if (value == nullptr) {
+          return Break(ir::GraphBreak::OTHER, absl::StrCat("name '", name, "' is not defined"),
+                       "the function would raise NameError");
+        }
+      }
+      ASSIGN_OR_RETURN(v, Wrap(python::Object::Borrow(value), source));
+      if (in.argument.flags & 1) push(Var::Null());
+      push(std::move(v));
+      return absl::OkStatus();
+    }
+    case op::kLoadAttr: {
+      POP_OR_RETURN(obj);
+      ASSIGN_OR_RETURN(v, GetAttr(obj, std::string(in.argument.text)));
+      push(std::move(v));
+      return absl::OkStatus();
+    }
+    case op::kLoadMethod: {
+      // Always the "NULL, bound attribute" shape: GetAttr binds methods.
+      POP_OR_RETURN(obj);
+      ASSIGN_OR_RETURN(v, GetAttr(obj, std::string(in.argument.text)));
+      push(Var::Null());
+      push(std::move(v));
+      return absl::OkStatus();
+    }
+    case op::kStoreAttr: {
+      POP_OR_RETURN(obj);
+      POP_OR_RETURN(value);
+      return Break(ir::GraphBreak::SIDE_EFFECT,
+                   absl::StrCat("setting attribute '", in.argument.text, "' on ", Describe(*obj)),
+                   "attribute assignment is a side effect that a single graph cannot hold");
+    }
+    case op::kStoreGlobal:
+      return Break(ir::GraphBreak::SIDE_EFFECT,
+                   absl::StrCat("assigning the global '", in.argument.text, "'"),
+                   "global assignment is a side effect that a single graph cannot hold");
+
+    case op::kKwNames:
+      f.kw_names = Var::Constant(f.code->Constant(in.argument.index));
+      return absl::OkStatus();
+    case op::kCall: {
+      size_t argc = static_cast<size_t>(in.arg);
+      ASSIGN_OR_RETURN(values, PopN(f, argc + 2));
+      VarPtr callable = values[0];
+      std::vector<VarPtr> args(values.begin() + 2, values.end());
+      if (callable->kind == VarKind::kNull) {
+        callable = values[1];
+      } else {
+        args.insert(args.begin(), values[1]);  // method form: self first
+      }
+      Kwargs kwargs;
+      if (f.kw_names) {
+        PyObject* names = f.kw_names->object.get();
+        size_t nk = static_cast<size_t>(PyTuple_GET_SIZE(names));
+        for (size_t i = 0; i < nk; ++i) {
+          ASSIGN_OR_RETURN(key, python::AsString(python::Object::Borrow(
+                                    PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(i)))));
+          kwargs.emplace_back(key, args[args.size() - nk + i]);
+        }
+        args.resize(args.size() - nk);
+        f.kw_names = nullptr;
+      }
+      ASSIGN_OR_RETURN(r, Call(callable, std::move(args), std::move(kwargs)));
+      push(std::move(r));
+      return absl::OkStatus();
+    }
+    case op::kCallFunctionEx: {
+      VarPtr kwargs_var;
+      if (in.arg & 1) {
+        POP_OR_RETURN(k);
+        kwargs_var = std::move(k);
+      }
+      POP_OR_RETURN(args_var);
+      POP_OR_RETURN(callable);
+      POP_OR_RETURN(null);
+      ASSIGN_OR_RETURN(args, Materialize(args_var));
+      Kwargs kwargs;
+      if (kwargs_var) {
+        if (kwargs_var->kind != VarKind::kDict) {
+          return Break(ir::GraphBreak::OTHER, "** of a non-dict", "pass a dict");
+        }
+        for (size_t i = 0; i < kwargs_var->keys.size(); ++i) {
+          ASSIGN_OR_RETURN(key, python::AsString(kwargs_var->keys[i]->object));
+          kwargs.emplace_back(key, kwargs_var->items[i]);
+        }
+      }
+      ASSIGN_OR_RETURN(r, Call(callable, std::move(args), std::move(kwargs)));
+      push(std::move(r));
+      return absl::OkStatus();
+    }
+    case op::kMakeFunction: {
+      ASSIGN_OR_RETURN(fn, MakeFunction(f, in.arg));
+      push(std::move(fn));
+      return absl::OkStatus();
+    }
+
+    case op::kBinaryOp: {
+      POP_OR_RETURN(b);
+      POP_OR_RETURN(a);
+      ASSIGN_OR_RETURN(r, BinaryOp(in.arg, a, b));
+      push(std::move(r));
+      return absl::OkStatus();
+    }
+    case op::kCompareOp: {
+      POP_OR_RETURN(b);
+      POP_OR_RETURN(a);
+      ASSIGN_OR_RETURN(r, Compare(std::string(in.argument.text), a, b));
+      push(std::move(r));
+      return absl::OkStatus();
+    }
+    case op::kIsOp: {
+      POP_OR_RETURN(b);
+      POP_OR_RETURN(a);
+      bool same;
+      if (a->kind == VarKind::kTensor || b->kind == VarKind::kTensor) {
+        same = a->kind == b->kind && a->node == b->node;
+      } else if (a->object && b->object) {
+        same = a->object.get() == b->object.get();
+      } else {
+        same = a == b;
+      }
+      push(Var::Constant(python::FromBool(same != (in.arg == 1))));
+      return absl::OkStatus();
+    }
+    case op::kContainsOp: {
+      POP_OR_RETURN(container);
+      POP_OR_RETURN(item);
+      ASSIGN_OR_RETURN(items, container->kind == VarKind::kDict ? absl::StatusOr<std::vector<VarPtr>>(container->keys)
+                                                                : Materialize(container));
+      bool found = false;
+      for (const VarPtr& candidate : items) {
+        ASSIGN_OR_RETURN(eq, Compare("==", item, candidate));
+        if (eq->kind != VarKind::kConstant) {
+          return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH, "'in' over tensors",
+                       "membership of tensors depends on their values");
+        }
+        if (eq->object.get() == Py_True) {
+          found = true;
+          break;
+        }
+      }
+      push(Var::Constant(python::FromBool(found != (in.arg == 1))));
+      return absl::OkStatus();
+    }
+    case op::kUnaryNegative:
+    case op::kUnaryPositive:
+    case op::kUnaryInvert:
+    case op::kUnaryNot: {
+      POP_OR_RETURN(v);
+      if (opcode == op::kUnaryNot) {
+        ASSIGN_OR_RETURN(t, Truthy(v));
+        push(Var::Constant(python::FromBool(!t)));
+        return absl::OkStatus();
+      }
+      const char* name = opcode == op::kUnaryNegative ? "neg"
+                         : opcode == op::kUnaryPositive ? "pos" : "invert";
+      if (v->kind == VarKind::kTensor) {
+        ASSIGN_OR_RETURN(r, CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {v}, {}));
+        push(std::move(r));
+        return absl::OkStatus();
+      }
+      ASSIGN_OR_RETURN(fn, python::Import("operator"));
+      ASSIGN_OR_RETURN(r, CallReal(Var::Constant(*python::GetAttr(fn, name)), {v}, {}));
+      push(std::move(r));
+      return absl::OkStatus();
+    }
+
+    case op::kBinarySubscr: {
+      POP_OR_RETURN(index);
+      POP_OR_RETURN(obj);
+      ASSIGN_OR_RETURN(r, Subscript(obj, index));
+      push(std::move(r));
+      return absl::OkStatus();
+    }
+    case op::kStoreSubscr: {
+      POP_OR_RETURN(index);
+      POP_OR_RETURN(obj);
+      POP_OR_RETURN(value);
+      if ((obj->kind == VarKind::kList || obj->kind == VarKind::kDict) && !obj->source) {
+        if (obj->kind == VarKind::kList) {
+          ASSIGN_OR_RETURN(i, AsInt(index));
+          int64_t n = static_cast<int64_t>(obj->items.size());
+          if (i < 0) i += n;
+          if (i < 0 || i >= n) {
+            return Break(ir::GraphBreak::OTHER, "list assignment index out of range",
+                         "the function would raise IndexError");
+          }
+          obj->items[static_cast<size_t>(i)] = value;
+        } else {
+          bool replaced = false;
+          for (size_t k = 0; k < obj->keys.size(); ++k) {
+            ASSIGN_OR_RETURN(eq, Compare("==", obj->keys[k], index));
+            if (eq->object.get() == Py_True) {
+              obj->items[k] = value;
+              replaced = true;
+              break;
+            }
+          }
+          if (!replaced) {
+            obj->keys.push_back(index);
+            obj->items.push_back(value);
+          }
+        }
+        return absl::OkStatus();
+      }
+      if (obj->kind == VarKind::kTensor && !obj->source) {
+        ASSIGN_OR_RETURN(r, CallOp("operator.setitem", ir::Node::CALL_FUNCTION, {obj, index, value}, {}));
+        return absl::OkStatus();
+      }
+      return Break(ir::GraphBreak::SIDE_EFFECT,
+                   absl::StrCat("item assignment into ", Describe(*obj), " that outlives the call"),
+                   "mutating inputs is a side effect a single graph cannot hold; work on a copy");
+    }
+    case op::kBuildSlice: {
+      ASSIGN_OR_RETURN(parts, PopN(f, static_cast<size_t>(in.arg)));
+      if (parts.size() == 2) parts.push_back(Var::Constant(python::None()));
+      for (const VarPtr& p : parts) {
+        if (!p->is_none() && !(p->is_constant() && PyLong_Check(p->object.get()))) {
+          return Break(ir::GraphBreak::OTHER, absl::StrCat("slice bound is ", Describe(*p)),
+                       "slice with Python ints");
+        }
+      }
+      VarPtr s = Var::OfKind(VarKind::kSlice, python::Object());
+      s->items = std::move(parts);
+      push(std::move(s));
+      return absl::OkStatus();
+    }
+
+    case op::kBuildTuple: {
+      ASSIGN_OR_RETURN(items, PopN(f, static_cast<size_t>(in.arg)));
+      push(Var::Tuple(std::move(items)));
+      return absl::OkStatus();
+    }
+    case op::kBuildList: {
+      ASSIGN_OR_RETURN(items, PopN(f, static_cast<size_t>(in.arg)));
+      push(Var::List(std::move(items)));
+      return absl::OkStatus();
+    }
+    case op::kBuildMap: {
+      ASSIGN_OR_RETURN(kv, PopN(f, static_cast<size_t>(in.arg) * 2));
+      std::vector<VarPtr> keys, values;
+      for (size_t i = 0; i < kv.size(); i += 2) {
+        keys.push_back(kv[i]);
+        values.push_back(kv[i + 1]);
+      }
+      push(Var::Dict(std::move(keys), std::move(values)));
+      return absl::OkStatus();
+    }
+    case op::kBuildConstKeyMap: {
+      POP_OR_RETURN(keys_var);
+      ASSIGN_OR_RETURN(values, PopN(f, static_cast<size_t>(in.arg)));
+      std::vector<VarPtr> keys;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys_var->object.get()); ++i) {
+        keys.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(keys_var->object.get(), i))));
+      }
+      push(Var::Dict(std::move(keys), std::move(values)));
+      return absl::OkStatus();
+    }
+    case op::kListAppend: {
+      POP_OR_RETURN(v);
+      VarPtr& list = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
+      list->items.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case op::kListExtend: {
+      POP_OR_RETURN(v);
+      ASSIGN_OR_RETURN(items, Materialize(v));
+      VarPtr& list = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
+      list->items.insert(list->items.end(), items.begin(), items.end());
+      return absl::OkStatus();
+    }
+    case op::kListToTuple: {
+      POP_OR_RETURN(v);
+      push(Var::Tuple(v->items));
+      return absl::OkStatus();
+    }
+    case op::kMapAdd: {
+      POP_OR_RETURN(value);
+      POP_OR_RETURN(key);
+      VarPtr& dict = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
+      dict->keys.push_back(std::move(key));
+      dict->items.push_back(std::move(value));
+      return absl::OkStatus();
+    }
+    case op::kDictUpdate:
+    case op::kDictMerge: {
+      POP_OR_RETURN(other);
+      if (other->kind != VarKind::kDict) {
+        return Break(ir::GraphBreak::OTHER, "dict update from a non-dict", "");
+      }
+      VarPtr& dict = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
+      dict->keys.insert(dict->keys.end(), other->keys.begin(), other->keys.end());
+      dict->items.insert(dict->items.end(), other->items.begin(), other->items.end());
+      return absl::OkStatus();
+    }
+    case op::kUnpackSequence: {
+      POP_OR_RETURN(v);
+      ASSIGN_OR_RETURN(items, Unpack(v, static_cast<size_t>(in.arg)));
+      for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
+      return absl::OkStatus();
+    }
+    case op::kUnpackEx: {
+      POP_OR_RETURN(v);
+      ASSIGN_OR_RETURN(items, Materialize(v));
+      size_t before = static_cast<size_t>(in.arg & 0xff), after = static_cast<size_t>(in.arg >> 8);
+      if (items.size() < before + after) {
+        return Break(ir::GraphBreak::OTHER, "not enough values to unpack",
+                     "the function would raise ValueError");
+      }
+      std::vector<VarPtr> middle(items.begin() + static_cast<long>(before),
+                                 items.end() - static_cast<long>(after));
+      for (size_t i = 0; i < after; ++i) push(items[items.size() - 1 - i]);
+      push(Var::List(std::move(middle)));
+      for (size_t i = before; i > 0; --i) push(items[i - 1]);
+      return absl::OkStatus();
+    }
+
+    case op::kGetIter: {
+      POP_OR_RETURN(v);
+      ASSIGN_OR_RETURN(it, GetIter(v));
+      push(std::move(it));
+      return absl::OkStatus();
+    }
+    case op::kForIter: {
+      VarPtr& it = f.stack.back();
+      if (it->kind != VarKind::kIterator) return absl::InternalError("FOR_ITER on a non-iterator");
+      if (it->position < it->items.size()) {
+        push(it->items[it->position++]);
+        return absl::OkStatus();
+      }
+      f.stack.pop_back();
+      return Jump(f, in);
+    }
+    case op::kJumpForward:
+    case op::kJumpBackward:
+    case op::kJumpBackwardNoInterrupt:
+      return Jump(f, in);
+    case op::kPopJumpForwardIfTrue:
+    case op::kPopJumpBackwardIfTrue:
+    case op::kPopJumpForwardIfFalse:
+    case op::kPopJumpBackwardIfFalse: {
+      POP_OR_RETURN(v);
+      ASSIGN_OR_RETURN(t, Truthy(v));
+      bool want = opcode == op::kPopJumpForwardIfTrue || opcode == op::kPopJumpBackwardIfTrue;
+      return t == want ? Jump(f, in) : absl::OkStatus();
+    }
+    case op::kPopJumpForwardIfNone:
+    case op::kPopJumpBackwardIfNone:
+    case op::kPopJumpForwardIfNotNone:
+    case op::kPopJumpBackwardIfNotNone: {
+      POP_OR_RETURN(v);
+      bool want_none = opcode == op::kPopJumpForwardIfNone || opcode == op::kPopJumpBackwardIfNone;
+      return v->is_none() == want_none ? Jump(f, in) : absl::OkStatus();
+    }
+    case op::kJumpIfTrueOrPop:
+    case op::kJumpIfFalseOrPop: {
+      ASSIGN_OR_RETURN(t, Truthy(f.stack.back()));
+      if (t == (opcode == op::kJumpIfTrueOrPop)) return Jump(f, in);
+      f.stack.pop_back();
+      return absl::OkStatus();
+    }
+
+    case op::kReturnValue: {
+      POP_OR_RETURN(v);
+      result = std::move(v);
+      return absl::OkStatus();
+    }
+
+    case op::kBeforeWith: {
+      POP_OR_RETURN(manager);
+      if (manager->kind != VarKind::kGradMode) {
+        return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                     absl::StrCat("'with' over ", Describe(*manager)),
+                     "only torch.no_grad() and torch.enable_grad() are traced as context managers");
+      }
+      grad_stack_.push_back(grad_enabled_);
+      if (absl::Status s = SetGradMode(manager->grad_enabled); !s.ok()) return s;
+      push(Var::Method(manager, "__exit__"));
+      push(Var::Constant(python::None()));
+      return absl::OkStatus();
+    }
+
+    case op::kFormatValue: {
+      VarPtr spec;
+      if (in.arg & 4) {
+        POP_OR_RETURN(s);
+        spec = std::move(s);
+      }
+      POP_OR_RETURN(v);
+      ASSIGN_OR_RETURN(value, ToPython(v));
+      static constexpr const char* kConverters[] = {nullptr, "str", "repr", "ascii"};
+      if (kConverters[in.arg & 3] != nullptr) {
+        python::Object builtins = python::Object::Borrow(PyEval_GetBuiltins());
+        python::Object conv = python::Object::Borrow(PyDict_GetItemString(builtins.get(), kConverters[in.arg & 3]));
+        ASSIGN_OR_RETURN(converted, python::Call(conv, {value}));
+        value = converted;
+      }
+      python::Object formatted = python::Object::Steal(
+          PyObject_Format(value.get(), spec ? spec->object.get() : nullptr));
+      if (!formatted) return python::FetchError("format");
+      push(Var::Constant(formatted));
+      return absl::OkStatus();
+    }
+    case op::kBuildString: {
+      ASSIGN_OR_RETURN(parts, PopN(f, static_cast<size_t>(in.arg)));
+      std::string s;
+      for (const VarPtr& p : parts) {
+        ASSIGN_OR_RETURN(piece, python::AsString(p->object));
+        s += piece;
+      }
+      push(Var::Constant(python::FromString(s)));
+      return absl::OkStatus();
+    }
+    case op::kLoadAssertionError:
+      push(Var::OfKind(VarKind::kClass, python::Object::Borrow(PyExc_AssertionError)));
+      return absl::OkStatus();
+    case op::kRaiseVarargs:
+      return Break(ir::GraphBreak::OTHER, "the function raises an exception on these inputs",
+                   "check the inputs; an assert or raise is reached during tracing");
+    case op::kImportName: {
+      POP_OR_RETURN(fromlist);
+      POP_OR_RETURN(level);
+      python::Object module = python::Object::Steal(PyImport_ImportModuleLevelObject(
+          python::FromString(in.argument.text).get(), f.globals.get(), nullptr,
+          fromlist->object.get(), static_cast<int>(*AsInt(level))));
+      if (!module) return python::FetchError("import");
+      ASSIGN_OR_RETURN(v, Wrap(module, nullptr));
+      push(std::move(v));
+      return absl::OkStatus();
+    }
+    case op::kImportFrom: {
+      ASSIGN_OR_RETURN(v, GetAttr(f.stack.back(), std::string(in.argument.text)));
+      push(std::move(v));
+      return absl::OkStatus();
+    }
+    case op::kReturnGenerator:
+      return Break(ir::GraphBreak::UNSUPPORTED_OPCODE, "generators are not traced",
+                   "use a list comprehension instead of a generator");
+    default:
+      return Break(ir::GraphBreak::UNSUPPORTED_OPCODE,
+                   absl::StrCat("the translator does not implement ", in.name),
+                   "rewrite the construct, or report it with the source line");
+  }
+#undef POP_OR_RETURN
+#undef ASSIGN_OR_RETURN
+}
+
+absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> Translator::Decoded(
+    const python::Object& code) {
+  auto it = decoded_.find(code.get());
+  if (it != decoded_.end()) return it->second;
+  absl::StatusOr<bytecode::DecodedCode> d = bytecode::Decode(code, {.nested = false});
+  if (!d.ok()) return d.status();
+  auto shared = std::make_shared<const bytecode::DecodedCode>(*std::move(d));
+  decoded_[code.get()] = shared;  // the DecodedCode holds a reference: the key stays valid
+  return shared;
+}
+
+absl::Status Translator::PrepareFrame(Frame& frame, const python::Object& code,
+                                      const python::Object& globals) {
+  absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> d = Decoded(code);
+  if (!d.ok()) return d.status();
+  frame.code = *d;
+  frame.globals = globals;
+  frame.top_globals = globals.get() == top_globals_.get();
+  if (!frame.top_globals) {
+    PyObject* name = PyDict_GetItemString(globals.get(), "__name__");  // borrowed
+    absl::StatusOr<std::string> module =
+        name ? python::AsString(python::Object::Borrow(name)) : absl::NotFoundError("");
+    if (module.ok() && *module != "torch" && !absl::StartsWith(*module, "torch.")) {
+      frame.globals_source = Source::Module(*module);
+    }
+  }
+  frame.locals.assign(frame.code->localsplus.size(), nullptr);
+  if (frame.code->flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                 absl::StrCat("calling the generator or coroutine ", frame.code->qualname),
+                 "generators and coroutines are not traced; use a list comprehension");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Translator::BindArguments(Frame& f, const VarPtr& function, std::vector<VarPtr> args,
+                                       Kwargs kwargs) {
+  auto* co = reinterpret_cast<PyCodeObject*>(f.code->code.get());
+  const size_t argcount = static_cast<size_t>(co->co_argcount);
+  const size_t posonly = static_cast<size_t>(co->co_posonlyargcount);
+  const size_t kwonly = static_cast<size_t>(co->co_kwonlyargcount);
+  const bool has_varargs = co->co_flags & kVarArgs;
+  const bool has_varkw = co->co_flags & kVarKeywords;
+  const std::vector<std::string>& names = f.code->localsplus;
+  const std::string qualname = f.code->qualname;
+  auto type_error = [&](const std::string& what) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat(qualname, "() ", what),
+                 "the call would raise TypeError");
+  };
+
+  for (size_t i = 0; i < std::min(args.size(), argcount); ++i) f.locals[i] = args[i];
+  size_t next_slot = argcount + kwonly;
+  if (has_varargs) {
+    std::vector<VarPtr> extra;
+    if (args.size() > argcount) extra.assign(args.begin() + static_cast<long>(argcount), args.end());
+    f.locals[next_slot++] = Var::Tuple(std::move(extra));
+  } else if (args.size() > argcount) {
+    return type_error(absl::StrCat("takes ", argcount, " positional arguments but ", args.size(),
+                                   " were given"));
+  }
+  VarPtr varkw = has_varkw ? Var::Dict({}, {}) : nullptr;
+  for (auto& [key, value] : kwargs) {
+    bool bound = false;
+    for (size_t i = posonly; i < argcount + kwonly; ++i) {
+      if (names[i] != key) continue;
+      if (f.locals[i]) return type_error(absl::StrCat("got multiple values for argument '", key, "'"));
+      f.locals[i] = value;
+      bound = true;
+      break;
+    }
+    if (bound) continue;
+    if (!varkw) return type_error(absl::StrCat("got an unexpected keyword argument '", key, "'"));
+    varkw->keys.push_back(Var::Constant(python::FromString(key)));
+    varkw->items.push_back(value);
+  }
+  if (varkw) f.locals[next_slot] = varkw;
+
+  const std::vector<VarPtr> no_defaults;
+  const std::vector<VarPtr>& defaults = function->defaults ? function->defaults->items : no_defaults;
+  for (size_t i = 0; i < argcount; ++i) {
+    if (f.locals[i]) continue;
+    size_t first_default = argcount - std::min(argcount, defaults.size());
+    if (i >= first_default) {
+      f.locals[i] = defaults[i - first_default];
+    } else {
+      return type_error(absl::StrCat("missing required argument '", names[i], "'"));
+    }
+  }
+  for (size_t i = argcount; i < argcount + kwonly; ++i) {
+    if (f.locals[i]) continue;
+    bool found = false;
+    if (function->kwdefaults) {
+      for (size_t k = 0; k < function->kwdefaults->keys.size(); ++k) {
+        absl::StatusOr<std::string> key = python::AsString(function->kwdefaults->keys[k]->object);
+        if (key.ok() && *key == names[i]) {
+          f.locals[i] = function->kwdefaults->items[k];
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) return type_error(absl::StrCat("missing keyword-only argument '", names[i], "'"));
+  }
+  f.closure = function->closure;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VarPtr> Translator::MakeFunction(Frame& f, int flags) {
+  absl::StatusOr<VarPtr> code = Pop(f);
+  if (!code.ok()) return code.status();
+  VarPtr fn = Var::OfKind(VarKind::kFunction, (*code)->object);
+  fn->globals = f.globals;
+  if (flags & 0x08) {
+    absl::StatusOr<VarPtr> closure = Pop(f);
+    if (!closure.ok()) return closure.status();
+    fn->closure = (*closure)->items;
+  }
+  if (flags & 0x04) {
+    absl::StatusOr<VarPtr> annotations = Pop(f);  // not needed to run the function
+    if (!annotations.ok()) return annotations.status();
+  }
+  if (flags & 0x02) {
+    absl::StatusOr<VarPtr> kwdefaults = Pop(f);
+    if (!kwdefaults.ok()) return kwdefaults.status();
+    fn->kwdefaults = *kwdefaults;
+  }
+  if (flags & 0x01) {
+    absl::StatusOr<VarPtr> defaults = Pop(f);
+    if (!defaults.ok()) return defaults.status();
+    fn->defaults = *defaults;
+  }
+  return fn;
+}
+
+absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const VarPtr& b) {
+  std::string name = OperatorName(nb_op);
+  if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
+  if (a->is_tensor() || b->is_tensor()) {
+    if (name[0] == 'i' && name != "iand" && a->is_tensor() && a->source) {
+      return Break(ir::GraphBreak::SIDE_EFFECT,
+                   absl::StrCat("in-place '", name, "' on the input ", a->source->ToString()),
+                   "in-place updates of inputs are side effects a single graph cannot hold; "
+                   "write x = x + y instead of x += y");
+    }
+    return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {a, b}, {});
+  }
+  if (a->is_sequence() && b->is_sequence() && (name == "add" || name == "iadd")) {
+    std::vector<VarPtr> items = a->items;
+    items.insert(items.end(), b->items.begin(), b->items.end());
+    if (name == "iadd" && a->kind == VarKind::kList && !a->source) {
+      a->items = items;
+      return a;
+    }
+    VarPtr out = a->kind == VarKind::kList ? Var::List(std::move(items)) : Var::Tuple(std::move(items));
+    out->is_size = a->is_size;
+    return out;
+  }
+  if (a->is_sequence() && b->is_constant() && (name == "mul" || name == "imul")) {
+    absl::StatusOr<int64_t> n = AsInt(b);
+    if (!n.ok()) return n.status();
+    std::vector<VarPtr> items;
+    for (int64_t k = 0; k < *n; ++k) items.insert(items.end(), a->items.begin(), a->items.end());
+    return a->kind == VarKind::kList ? Var::List(std::move(items)) : Var::Tuple(std::move(items));
+  }
+  absl::StatusOr<python::Object> lhs = ToPython(a);
+  absl::StatusOr<python::Object> rhs = lhs.ok() ? ToPython(b) : lhs.status();
+  if (!rhs.ok()) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("'", name, "' between ", Describe(*a), " and ", Describe(*b)),
+                 "only tensors and Python constants are combined during tracing");
+  }
+  absl::StatusOr<python::Object> operator_module = python::Import("operator");
+  if (!operator_module.ok()) return operator_module.status();
+  absl::StatusOr<python::Object> fn = python::GetAttr(*operator_module, name);
+  if (!fn.ok()) return fn.status();
+  return CallReal(Var::Constant(*fn), {Var::Constant(*lhs), Var::Constant(*rhs)}, {});
+}
+
+absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& a, const VarPtr& b) {
+  if (a->is_tensor() || b->is_tensor()) {
+    return CallOp(absl::StrCat("operator.", CompareName(op)), ir::Node::CALL_FUNCTION, {a, b}, {});
+  }
+  bool equality = op == "==" || op == "!=";
+  if (equality && a->kind == VarKind::kDType && b->kind == VarKind::kDType) {
+    return Var::Constant(python::FromBool((a->dtype == b->dtype) == (op == "==")));
+  }
+  if (equality && a->kind == VarKind::kDevice && b->kind == VarKind::kDevice) {
+    return Var::Constant(python::FromBool((a->device == b->device) == (op == "==")));
+  }
+  absl::StatusOr<python::Object> lhs = ToPython(a);
+  absl::StatusOr<python::Object> rhs = lhs.ok() ? ToPython(b) : lhs.status();
+  if (!rhs.ok()) {
+    if (equality && a->object && b->object) {
+      return Var::Constant(python::FromBool((a->object.get() == b->object.get()) == (op == "==")));
+    }
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("comparing ", Describe(*a), " with ", Describe(*b)),
+                 "compare tensors, shapes, dtypes or Python constants");
+  }
+  static const std::pair<const char*, int> kOps[] = {{"<", Py_LT}, {"<=", Py_LE}, {"==", Py_EQ},
+                                                      {"!=", Py_NE}, {">", Py_GT}, {">=", Py_GE}};
+  int code = Py_EQ;
+  for (const auto& [symbol, c] : kOps) {
+    if (op == symbol) code = c;
+  }
+  python::Object r = python::Object::Steal(PyObject_RichCompare(lhs->get(), rhs->get(), code));
+  if (!r) {
+    PyErr_Clear();
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("comparison ", op, " raises"),
+                 "the comparison would raise TypeError");
+  }
+  return Var::Constant(r);
+}
+
+absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& index) {
+  if (obj->is_tensor()) {
+    return CallOp("operator.getitem", ir::Node::CALL_FUNCTION, {obj, index}, {});
+  }
+  if (obj->is_sequence()) {
+    guards_.LengthMatch(obj->source, static_cast<int64_t>(obj->items.size()));
+    const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
+    if (index->kind == VarKind::kSlice) {
+      absl::StatusOr<python::Object> slice = ToPython(index);
+      if (!slice.ok()) return slice.status();
+      Py_ssize_t start = 0, stop = 0, step = 1;
+      if (PySlice_Unpack(slice->get(), &start, &stop, &step) < 0) return python::FetchError("slice");
+      Py_ssize_t count = PySlice_AdjustIndices(n, &start, &stop, step);
+      std::vector<VarPtr> items;
+      for (Py_ssize_t k = 0; k < count; ++k) items.push_back(obj->items[static_cast<size_t>(start + k * step)]);
+      VarPtr out = obj->kind == VarKind::kList ? Var::List(std::move(items)) : Var::Tuple(std::move(items));
+      out->is_size = obj->is_size;
+      return out;
+    }
+    absl::StatusOr<int64_t> i = AsInt(index);
+    if (!i.ok()) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("indexing ", Describe(*obj), " with ", Describe(*index)),
+                   "index sequences with Python ints or slices");
+    }
+    int64_t k = *i < 0 ? *i + n : *i;
+    if (k < 0 || k >= n) {
+      return Break(ir::GraphBreak::OTHER, "index out of range", "the function would raise IndexError");
+    }
+    return obj->items[static_cast<size_t>(k)];
+  }
+  if (obj->kind == VarKind::kDict) {
+    for (size_t k = 0; k < obj->keys.size(); ++k) {
+      absl::StatusOr<VarPtr> eq = Compare("==", obj->keys[k], index);
+      if (!eq.ok()) return eq.status();
+      if ((*eq)->object.get() == Py_True) return obj->items[k];
+    }
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("key ", Describe(*index), " is missing"),
+                 "the function would raise KeyError");
+  }
+  if (obj->kind == VarKind::kRange) {
+    absl::StatusOr<int64_t> i = AsInt(index);
+    if (!i.ok()) return i.status();
+    return Var::Constant(python::FromLong(obj->start + *i * obj->step));
+  }
+  if (obj->kind == VarKind::kNNModule || obj->kind == VarKind::kConstant) {
+    absl::StatusOr<python::Object> key = ToPython(index);
+    if (!key.ok()) return key.status();
+    python::Object item = python::Object::Steal(PyObject_GetItem(obj->object.get(), key->get()));
+    if (!item) return python::FetchError("subscript");
+    SourcePtr source;
+    if (obj->source) {
+      absl::StatusOr<int64_t> i = AsInt(index);
+      absl::StatusOr<std::string> s = python::AsString(*key);
+      if (i.ok()) source = Source::Item(obj->source, *i);
+      else if (s.ok()) source = Source::Item(obj->source, *s);
+    }
+    return Wrap(item, source);
+  }
+  return Break(ir::GraphBreak::OTHER, absl::StrCat("subscript of ", Describe(*obj)),
+               "index tensors, sequences, dicts or module containers");
+}
+
+absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
+  switch (v->kind) {
+    case VarKind::kTuple:
+    case VarKind::kList:
+      guards_.LengthMatch(v->source, static_cast<int64_t>(v->items.size()));
+      return v->items;
+    case VarKind::kDict:
+      guards_.LengthMatch(v->source, static_cast<int64_t>(v->items.size()));
+      return v->keys;
+    case VarKind::kIterator: {
+      std::vector<VarPtr> rest(v->items.begin() + static_cast<long>(v->position), v->items.end());
+      v->position = v->items.size();
+      return rest;
+    }
+    case VarKind::kRange: {
+      std::vector<VarPtr> items;
+      for (int64_t i = v->start; v->step > 0 ? i < v->stop : i > v->stop; i += v->step) {
+        if (items.size() > 100000) {
+          return Break(ir::GraphBreak::OTHER, "a range of more than 100,000 steps",
+                       "loops are unrolled; use a tensor operation instead");
+        }
+        items.push_back(Var::Constant(python::FromLong(i)));
+      }
+      return items;
+    }
+    case VarKind::kTensor: {
+      if (v->meta.sizes.empty()) {
+        return Break(ir::GraphBreak::OTHER, "iterating over a 0-d tensor",
+                     "the function would raise TypeError");
+      }
+      std::vector<VarPtr> items;
+      for (int64_t i = 0; i < v->meta.sizes[0]; ++i) {
+        absl::StatusOr<VarPtr> item = CallOp("operator.getitem", ir::Node::CALL_FUNCTION,
+                                             {v, Var::Constant(python::FromLong(i))}, {});
+        if (!item.ok()) return item.status();
+        items.push_back(*item);
+      }
+      return items;
+    }
+    case VarKind::kConstant:
+    case VarKind::kNNModule: {
+      python::Object it = python::Object::Steal(PyObject_GetIter(v->object.get()));
+      if (!it) {
+        PyErr_Clear();
+        break;
+      }
+      std::vector<VarPtr> items;
+      int64_t i = 0;
+      while (python::Object item = python::Object::Steal(PyIter_Next(it.get()))) {
+        absl::StatusOr<VarPtr> w =
+            Wrap(item, v->source && v->kind == VarKind::kNNModule ? Source::Item(v->source, i) : nullptr);
+        if (!w.ok()) return w.status();
+        items.push_back(*w);
+        ++i;
+      }
+      if (PyErr_Occurred()) return python::FetchError("iterating");
+      if (v->kind == VarKind::kNNModule) guards_.LengthMatch(v->source, i);
+      return items;
+    }
+    default:
+      break;
+  }
+  return Break(ir::GraphBreak::OTHER, absl::StrCat("iterating over ", Describe(*v)),
+               "iterate over sequences, ranges, dicts, tensors or module containers");
+}
+
+absl::StatusOr<std::vector<VarPtr>> Translator::Unpack(const VarPtr& v, size_t expected) {
+  absl::StatusOr<std::vector<VarPtr>> items = Materialize(v);
+  if (!items.ok()) return items.status();
+  if (items->size() != expected) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("unpacking ", items->size(), " values into ", expected, " names"),
+                 "the function would raise ValueError");
+  }
+  return items;
+}
+
+absl::StatusOr<VarPtr> Translator::GetIter(const VarPtr& v) {
+  if (v->kind == VarKind::kIterator) return v;
+  absl::StatusOr<std::vector<VarPtr>> items = Materialize(v);
+  if (!items.ok()) return items.status();
+  return Var::Iterator(*std::move(items));
+}
+
+absl::Status Translator::SetGradMode(bool enabled) {
+  if (enabled == grad_enabled_) return absl::OkStatus();
+  grad_enabled_ = enabled;
+  ir::ValueMeta none;
+  none.mutable_constant()->mutable_none();
+  ir::Argument arg;
+  arg.set_bool_value(enabled);
+  graph_.AddCall(ir::Node::CALL_FUNCTION, "torch._C._set_grad_enabled", {arg}, {}, none,
+                 CurrentLocation());
+  return absl::OkStatus();
+}
+
+}  // namespace dynamo::trace

@@ -1,0 +1,111 @@
+// The Translator class behind Trace() (translator.h), split over
+// translator.cc (frames and opcodes) and calls.cc (calls, attributes, and
+// turning real Python objects into trackers). Not a public header.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "lib/bytecode/decoder.h"
+#include "lib/ops/registry.h"
+#include "lib/trace/graph_builder.h"
+#include "lib/trace/guards.h"
+#include "lib/trace/translator.h"
+#include "lib/trace/variables.h"
+
+namespace dynamo::trace {
+
+using Kwargs = std::vector<std::pair<std::string, VarPtr>>;
+
+inline constexpr size_t kMaxSteps = 2'000'000;  // instructions per trace, unrolled loops included
+inline constexpr size_t kMaxInlineDepth = 48;   // nested inlined calls
+
+class Translator {
+ public:
+  explicit Translator(const ops::Registry& registry);
+  absl::StatusOr<TraceResult> Run(const TraceRequest& request, BreakInfo* on_break);
+
+ private:
+  struct Frame {
+    std::shared_ptr<const bytecode::DecodedCode> code;
+    python::Object globals;   // the function's __globals__
+    // How guards reach those globals: G['name'] for the traced function's own
+    // module, sys.modules['mod'].name for another module's, none for torch's
+    // internals (torch is not expected to be monkey-patched mid-run).
+    bool top_globals = false;
+    SourcePtr globals_source;
+    std::vector<VarPtr> stack;
+    std::vector<VarPtr> locals;  // one per localsplus slot
+    std::vector<VarPtr> closure; // cells for COPY_FREE_VARS
+    size_t ip = 0;               // index of the current instruction
+    VarPtr kw_names;             // set by KW_NAMES for the next CALL
+  };
+
+  // --- frames and opcodes (translator.cc) ---
+  absl::StatusOr<VarPtr> RunFrame(Frame& frame);
+  absl::Status Step(Frame& f, const bytecode::Instruction& in, std::optional<VarPtr>& result);
+  absl::StatusOr<size_t> IndexOf(const Frame& f, int offset);
+  absl::Status Jump(Frame& f, const bytecode::Instruction& in);
+  absl::StatusOr<VarPtr> Pop(Frame& f);
+  absl::StatusOr<std::vector<VarPtr>> PopN(Frame& f, size_t n);
+  absl::StatusOr<bool> Truthy(const VarPtr& v);
+  absl::StatusOr<VarPtr> BinaryOp(int nb_op, const VarPtr& a, const VarPtr& b);
+  absl::StatusOr<VarPtr> Compare(const std::string& op, const VarPtr& a, const VarPtr& b);
+  absl::StatusOr<VarPtr> Subscript(const VarPtr& obj, const VarPtr& index);
+  absl::StatusOr<std::vector<VarPtr>> Unpack(const VarPtr& v, size_t expected);
+  absl::StatusOr<VarPtr> GetIter(const VarPtr& v);
+  absl::StatusOr<std::vector<VarPtr>> Materialize(const VarPtr& iterable);
+  absl::StatusOr<VarPtr> MakeFunction(Frame& f, int flags);
+  absl::Status BindArguments(Frame& frame, const VarPtr& function, std::vector<VarPtr> args,
+                             Kwargs kwargs);
+  absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> Decoded(const python::Object& code);
+  absl::Status PrepareFrame(Frame& frame, const python::Object& code, const python::Object& globals);
+
+  // --- calls, attributes, wrapping (calls.cc) ---
+  absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
+  absl::StatusOr<VarPtr> CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
+  absl::StatusOr<VarPtr> CallMethod(const VarPtr& method, std::vector<VarPtr> args,
+                                    Kwargs kwargs);
+  absl::StatusOr<VarPtr> CallOp(const std::string& target, ir::Node::Kind kind,
+                                const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  absl::StatusOr<VarPtr> Inline(const VarPtr& function, std::vector<VarPtr> args,
+                                Kwargs kwargs);
+  absl::StatusOr<VarPtr> CallReal(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                  const Kwargs& kwargs);
+  absl::StatusOr<VarPtr> GetAttr(const VarPtr& obj, const std::string& name);
+  absl::StatusOr<VarPtr> TensorAttr(const VarPtr& tensor, const std::string& name);
+  absl::StatusOr<VarPtr> Wrap(const python::Object& obj, SourcePtr source);
+  absl::StatusOr<VarPtr> WrapTensor(const python::Object& tensor, SourcePtr source);
+  absl::StatusOr<VarPtr> FromValue(const ops::Value& value);
+  absl::StatusOr<python::Object> ToPython(const VarPtr& v);
+  absl::StatusOr<ir::Argument> ToArgument(const VarPtr& v);
+  absl::StatusOr<VarPtr> NewVarFromResult(const std::string& node, const ops::Value& value);
+  absl::Status SetGradMode(bool enabled);
+
+  // A graph break at the current instruction of the innermost frame.
+  absl::Status Break(ir::GraphBreak::Reason reason, std::string message, std::string hint);
+  ir::SourceLocation CurrentLocation() const;
+  bool InTorchInternals(const Frame& f) const;
+
+  const ops::Registry& registry_;
+  GraphBuilder graph_{"graph_0"};
+  GuardSet guards_;
+  std::vector<GraphAttribute> attributes_;
+  absl::flat_hash_map<PyObject*, std::string> attribute_nodes_;  // real tensor -> get_attr node
+  absl::flat_hash_map<PyObject*, std::string> op_names_;   // callable -> registry name
+  absl::flat_hash_map<PyObject*, std::string> builtins_;   // builtin -> its name
+  absl::flat_hash_map<PyObject*, std::shared_ptr<const bytecode::DecodedCode>> decoded_;
+  python::Object top_globals_;    // the traced function's module globals
+  python::Object root_;           // the bound self, whose attributes get short paths
+  std::vector<Frame*> frames_;    // innermost last
+  bool grad_enabled_ = true;
+  std::vector<bool> grad_stack_;  // modes to restore at each with-exit
+  size_t steps_ = 0;
+  std::optional<BreakInfo> break_;
+};
+
+}  // namespace dynamo::trace

@@ -1,0 +1,119 @@
+// What the symbolic interpreter knows about each Python value while it
+// traces: a variable tracker. A tensor is its metadata and the graph node that
+// produces it; anything else is a real Python object (read, never run) or a
+// container of trackers. Every tracker remembers its Source (source.h) when it
+// came from the frame, so the guards can name it.
+//
+//   VarPtr x = Var::Tensor("x", meta, Source::Local("x"));
+//   VarPtr two = Var::Constant(python::FromLong(2));
+//   VarPtr pair = Var::Tuple({x, two});
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/ops/value.h"
+#include "lib/python/object.h"
+#include "lib/trace/source.h"
+
+namespace dynamo::trace {
+
+enum class VarKind {
+  kNull,          // the NULL that PUSH_NULL / LOAD_GLOBAL push below a callable
+  kConstant,      // an immutable Python value: None, bool, int, float, str, bytes, Ellipsis, code
+  kTensor,        // a tensor: metadata + the graph node producing it
+  kTuple,         // a tuple (or torch.Size when is_size) of trackers
+  kList,          // a list of trackers (mutable only when made during the trace)
+  kDict,          // a dict with constant keys
+  kSlice,         // slice(start, stop, step) of constants
+  kRange,         // range(start, stop, step)
+  kIterator,      // an iterator over precomputed items
+  kDType,         // torch.dtype
+  kDevice,        // torch.device
+  kModule,        // a Python module (torch, torch.nn.functional, math, ...)
+  kOp,            // a callable with an op-registry entry (torch.sin, F.relu)
+  kBuiltin,       // a Python builtin the translator implements (len, range, ...)
+  kFunction,      // a Python function to inline (with its defaults and closure)
+  kNNModule,      // a torch.nn.Module instance (its forward is inlined)
+  kMethod,        // a method bound to a tracker (Tensor.add, list.append)
+  kGradMode,      // torch.no_grad() / torch.enable_grad() as a context manager
+  kCell,          // a closure cell (its contents is `value`)
+  kClass,         // a Python class (for isinstance and attribute reads)
+  kOpaque,        // any other Python object: attributes readable, nothing callable
+};
+
+struct Var;
+using VarPtr = std::shared_ptr<Var>;
+
+struct Var {
+  VarKind kind = VarKind::kOpaque;
+  SourcePtr source;
+  python::Object object;  // the real object, when there is one
+
+  // kTensor
+  std::string node;       // the graph node (or placeholder) producing it
+  ops::TensorMeta meta;
+
+  // kTuple, kList, kIterator, kDict values, kSlice (3 items)
+  std::vector<VarPtr> items;
+  std::vector<VarPtr> keys;  // kDict keys (constants), parallel to items
+  bool is_size = false;      // kTuple: a torch.Size
+  size_t position = 0;       // kIterator: next item
+
+  // kRange
+  int64_t start = 0, stop = 0, step = 1;
+
+  // kOp: registry name; kBuiltin: builtin name; kMethod: method name
+  std::string name;
+  // kMethod: the receiver; kFunction: the bound self (methods of modules)
+  VarPtr self;
+  // kFunction made during the trace (object is then its code object): the
+  // globals it was made with
+  python::Object globals;
+  // kFunction: defaults, keyword defaults, closure cells (trackers)
+  VarPtr defaults;      // a kTuple or null
+  VarPtr kwdefaults;    // a kDict or null
+  std::vector<VarPtr> closure;
+  // kCell
+  VarPtr value;
+  // kDType / kDevice / kGradMode
+  ops::DType dtype = ops::DType::kFloat32;
+  ops::Device device;
+  bool grad_enabled = true;
+
+  static VarPtr Null();
+  static VarPtr Constant(python::Object object, SourcePtr source = nullptr);
+  static VarPtr Tensor(std::string node, ops::TensorMeta meta, SourcePtr source = nullptr);
+  static VarPtr Tuple(std::vector<VarPtr> items, SourcePtr source = nullptr);
+  static VarPtr List(std::vector<VarPtr> items, SourcePtr source = nullptr);
+  static VarPtr Dict(std::vector<VarPtr> keys, std::vector<VarPtr> values,
+                     SourcePtr source = nullptr);
+  static VarPtr Iterator(std::vector<VarPtr> items);
+  static VarPtr Method(VarPtr self, std::string name);
+  static VarPtr Cell(VarPtr contents);
+  static VarPtr OfKind(VarKind kind, python::Object object, SourcePtr source = nullptr);
+
+  bool is_constant() const { return kind == VarKind::kConstant; }
+  bool is_tensor() const { return kind == VarKind::kTensor; }
+  bool is_sequence() const { return kind == VarKind::kTuple || kind == VarKind::kList; }
+  bool is_none() const;
+};
+
+// "tensor float32[2, 3]", "constant 3", "list of 2" — for messages.
+std::string Describe(const Var& var);
+
+// A tracker as an op-registry argument: tensors become metadata, constants,
+// dtypes, devices, slices and (nested) tuples/lists their values. Anything
+// else (a module, a function) is an error naming it.
+absl::StatusOr<ops::Value> ToValue(const VarPtr& var);
+
+// A constant as a Python int/float/bool, for C++ control (range bounds, dims).
+absl::StatusOr<int64_t> AsInt(const VarPtr& var);
+
+// True when the tracker, or anything inside it, is a tensor.
+bool ContainsTensor(const VarPtr& var);
+
+}  // namespace dynamo::trace
