@@ -65,6 +65,28 @@ absl::StatusOr<Object> ImportScript(absl::string_view path, const ImportOptions&
   }
   fs::path absolute = fs::absolute(file, ec).lexically_normal();
   std::string dir = absolute.parent_path().string();
+
+  // Imported before from the same file: that module, as `import` would give.
+  // Its objects keep their identity across captures in one process.
+  if (!options.reload) {
+    PyObject* modules = PyImport_GetModuleDict();
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(modules, &pos, &key, &value)) {
+      if (!PyModule_Check(value)) continue;
+      Object file_attr = Object::Steal(PyObject_GetAttrString(value, "__file__"));
+      if (!file_attr) {
+        PyErr_Clear();
+        continue;
+      }
+      absl::StatusOr<std::string> path_str = AsString(file_attr);
+      absl::StatusOr<std::string> key_str = AsString(Object::Borrow(key));
+      if (path_str.ok() && key_str.ok() && *path_str == absolute.string() &&
+          (*key_str == "__main__") == options.as_main) {
+        return Object::Borrow(value);
+      }
+    }
+  }
   std::string name = ModuleNameFor(absolute, options.as_main);
 
   // sys.path[0] = the script's directory, as `python3 script.py` would do.

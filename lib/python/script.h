@@ -21,6 +21,9 @@ struct ImportOptions {
   // Run the script as `__main__` (its `if __name__ == "__main__":` block
   // executes). Off by default: the module is named after the file.
   bool as_main = false;
+  // Run the file again even if a module was already imported from it (by
+  // default the existing module is returned, as `import` would).
+  bool reload = false;
 };
 
 // Imports the file at `path` with its directory first on sys.path.

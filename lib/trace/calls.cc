@@ -365,6 +365,19 @@ bool HasTensor(const ops::Value& v) {
   }
   return false;
 }
+// torch.return_types: the field names of ops that return named tuples.
+std::vector<std::string> ReturnFields(const std::string& target, size_t arity) {
+  if (arity != 2) return {};
+  std::string op = target.substr(target.rfind('.') + 1);
+  for (const char* values_indices : {"max", "min", "sort", "topk", "kthvalue", "mode", "median",
+                                     "nanmedian", "cummax", "cummin"}) {
+    if (op == values_indices) return {"values", "indices"};
+  }
+  if (op == "aminmax") return {"min", "max"};
+  if (op == "slogdet") return {"sign", "logabsdet"};
+  return {};
+}
+
 }  // namespace
 
 absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::Kind kind,
@@ -435,7 +448,9 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   if (!meta.ok()) return meta.status();
   std::string node = graph_.AddCall(kind, target, std::move(pb_args), std::move(pb_kwargs),
                                     *std::move(meta), CurrentLocation());
-  return NewVarFromResult(node, *result);
+  absl::StatusOr<VarPtr> out = NewVarFromResult(node, *result);
+  if (out.ok() && (*out)->kind == VarKind::kTuple) (*out)->fields = ReturnFields(target, (*out)->items.size());
+  return out;
 }
 
 absl::StatusOr<VarPtr> Translator::CallReal(const VarPtr& fn, const std::vector<VarPtr>& args,
@@ -580,6 +595,17 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
                    "objects are not constructed during the trace; build them outside");
     }
     case VarKind::kOpaque: {
+      // The __torch_function__ override checks: the tensors we trace are plain
+      // torch.Tensors (inputs are described, parameters are real ones), so
+      // no override applies.
+      for (const char* check : {"_C._has_torch_function", "_C._has_torch_function_unary",
+                                "_C._has_torch_function_variadic", "overrides.has_torch_function",
+                                "overrides.has_torch_function_unary",
+                                "overrides.has_torch_function_variadic"}) {
+        if (Object f = TorchAttr(check); f && f.get() == fn->object.get()) {
+          return Var::Constant(python::FromBool(false));
+        }
+      }
       Object module = Attr(fn->object.get(), "__module__");
       absl::StatusOr<std::string> m = module ? python::AsString(module) : absl::NotFoundError("");
       Object self = Attr(fn->object.get(), "__self__");
@@ -588,7 +614,12 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           ((m.ok() && *m == "math") || constant_method)) {
         return CallReal(fn, args, kwargs);
       }
-      std::string what = python::Repr(fn->object);
+      // "torch.baddbmm", not "<built-in method baddbmm of type object at 0x...>".
+      Object fn_name = Attr(fn->object.get(), "__name__");
+      absl::StatusOr<std::string> n = fn_name ? python::AsString(fn_name) : absl::NotFoundError("");
+      std::string what = n.ok() ? absl::StrCat(m.ok() ? *m : "", m.ok() ? "." : "", *n)
+                                : python::Repr(fn->object);
+      if (absl::StartsWith(what, "torch._C._VariableFunctions.")) what = "torch." + what.substr(28);
       if (m.ok() && (*m == "torch" || absl::StartsWith(*m, "torch."))) {
         return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(what, " has no entry in the op registry"),
                      "the translator never guesses an op's output; this op needs a registry entry");
@@ -1055,6 +1086,14 @@ absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string
   if (name == "ndim") return Var::Constant(python::FromLong(m.dim()));
   if (name == "requires_grad") return Var::Constant(python::FromBool(m.requires_grad));
   if (name == "is_cuda") return Var::Constant(python::FromBool(m.device.type == "cuda"));
+  if (name == "is_meta") return Var::Constant(python::FromBool(m.device.type == "meta"));
+  // Traced tensors are dense, strided, unquantized and not nested: the
+  // capture's inputs say so and every op the registry knows keeps it so.
+  for (const char* dense_false : {"is_nested", "is_sparse", "is_quantized", "is_mkldnn",
+                                  "is_sparse_csr"}) {
+    if (name == dense_false) return Var::Constant(python::FromBool(false));
+  }
+  if (name == "layout") return Wrap(TorchAttr("strided"), nullptr);
   if (name == "T" || name == "mT") {
     std::vector<VarPtr> args = {t};
     if (name == "T") {
@@ -1082,6 +1121,10 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
     case VarKind::kTensor:
       return TensorAttr(obj, name);
     case VarKind::kTuple:
+      for (size_t i = 0; i < obj->fields.size(); ++i) {
+        if (obj->fields[i] == name) return obj->items[i];
+      }
+      return Var::Method(obj, name);
     case VarKind::kList:
     case VarKind::kDict:
     case VarKind::kGradMode:

@@ -47,10 +47,28 @@ void GuardSet::EqualsMatch(const SourcePtr& source, const python::Object& value)
   }
 }
 
+std::string IdentityName(const python::Object& value) {
+  PyObject* o = value.get();
+  auto attr = [](PyObject* obj, const char* name) -> std::string {
+    python::Object a = python::Object::Steal(PyObject_GetAttrString(obj, name));
+    if (!a) PyErr_Clear();
+    absl::StatusOr<std::string> s = a ? python::AsString(a) : absl::NotFoundError("");
+    return s.ok() ? *s : "";
+  };
+  if (PyModule_Check(o)) return absl::StrCat("module ", attr(o, "__name__"));
+  std::string qualname = attr(o, "__qualname__");
+  if (!qualname.empty()) {
+    std::string module = attr(o, "__module__");
+    return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
+  }
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return absl::StrCat("instance of ", attr(type, "__module__"), ".", attr(type, "__qualname__"));
+}
+
 void GuardSet::IdMatch(const SourcePtr& source, const python::Object& value) {
   if (!source) return;
   if (ir::Guard* g = Add(ir::Guard::ID_MATCH, source->ToString())) {
-    g->mutable_value()->set_string_value(python::Repr(value));
+    g->mutable_value()->set_string_value(IdentityName(value));
     g->set_reason("object identity read during the trace");
   }
 }

@@ -19,13 +19,18 @@
 
 namespace dynamo::trace {
 
+// "module torch", "torch.nn.functional.relu", "instance of mymodel.MLP".
+std::string IdentityName(const python::Object& value);
+
 class GuardSet {
  public:
   // dtype, device, sizes, strides, requires_grad of a tensor input.
   void TensorMatch(const SourcePtr& source, const ops::TensorMeta& meta);
   // value == expected, for constants (None becomes IS_NONE).
   void EqualsMatch(const SourcePtr& source, const python::Object& value);
-  // value is this very object (modules, functions, classes, nn.Modules).
+  // value is this very object (modules, functions, classes, nn.Modules). The
+  // recorded expectation is a stable name (IdentityName), since addresses
+  // mean nothing outside this process; the live cache compares identity.
   void IdMatch(const SourcePtr& source, const python::Object& value);
   // type(value) is the type of `value`.
   void TypeMatch(const SourcePtr& source, const python::Object& value);

@@ -951,6 +951,15 @@ absl::StatusOr<VarPtr> Translator::MakeFunction(Frame& f, int flags) {
     absl::StatusOr<VarPtr> defaults = Pop(f);
     if (!defaults.ok()) return defaults.status();
     fn->defaults = *defaults;
+    // All-constant defaults arrive as one tuple constant: unpack it.
+    if ((*defaults)->is_constant() && PyTuple_Check((*defaults)->object.get())) {
+      std::vector<VarPtr> items;
+      PyObject* t = (*defaults)->object.get();
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
+        items.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(t, i))));
+      }
+      fn->defaults = Var::Tuple(std::move(items));
+    }
   }
   return fn;
 }

@@ -61,6 +61,7 @@ struct Var {
   std::vector<VarPtr> items;
   std::vector<VarPtr> keys;  // kDict keys (constants), parallel to items
   bool is_size = false;      // kTuple: a torch.Size
+  std::vector<std::string> fields;  // kTuple: a named tuple's field names (torch.return_types)
   size_t position = 0;       // kIterator: next item
 
   // kRange

@@ -1,0 +1,147 @@
+"""Evaluates a capture's guards against a real call, offline: which guard
+(if any) fails for given arguments. The live cache does the same in C++, and
+checks ID_MATCH by object identity where this checker can only compare names.
+
+    failure = check_guards(capture, fn, args, kwargs)
+    # None when every guard holds, else (guard, "expected ..., got ...")
+"""
+import inspect
+import re
+import sys
+
+import torch
+
+from dynamo import dynamo_ir_pb2 as ir
+from dynamo.loader import meta_dict
+
+_TOKEN = re.compile(r"""\s*(?:
+      (?P<root>[LG])\[(?P<rootkey>'(?:[^'\\]|\\.)*')\]
+    | sys\.modules\[(?P<module>'(?:[^'\\]|\\.)*')\]
+    | \.(?P<attr>[A-Za-z_][A-Za-z0-9_]*)
+    | \[(?P<index>-?\d+)\]
+    | \[(?P<key>'(?:[^'\\]|\\.)*')\]
+    )""", re.X)
+
+
+def _unquote(s):
+    return s[1:-1].replace("\\'", "'").replace("\\\\", "\\")
+
+
+def resolve_source(source, frame_locals, frame_globals):
+    """The value a guard's source path names (raises LookupError/AttributeError)."""
+    pos, value, started = 0, None, False
+    while pos < len(source):
+        m = _TOKEN.match(source, pos)
+        if not m:
+            raise ValueError(f"cannot parse source {source!r} at {pos}")
+        pos = m.end()
+        if m.group("root"):
+            scope = frame_locals if m.group("root") == "L" else frame_globals
+            value, started = scope[_unquote(m.group("rootkey"))], True
+        elif m.group("module"):
+            value, started = sys.modules[_unquote(m.group("module"))], True
+        elif not started:
+            raise ValueError(f"source {source!r} has no root")
+        elif m.group("attr"):
+            value = getattr(value, m.group("attr"))
+        elif m.group("index"):
+            value = value[int(m.group("index"))]
+        else:
+            value = value[_unquote(m.group("key"))]
+    return value
+
+
+def identity_name(value):
+    """The stable name an ID_MATCH guard records (lib/trace/guards.cc)."""
+    if isinstance(value, type(sys)):
+        return f"module {value.__name__}"
+    qualname = getattr(value, "__qualname__", None)
+    if isinstance(qualname, str) and qualname:
+        module = getattr(value, "__module__", None)
+        return f"{module}.{qualname}" if module else qualname
+    t = type(value)
+    return f"instance of {t.__module__}.{t.__qualname__}"
+
+
+def _constant(arg):
+    which = arg.WhichOneof("value")
+    if which == "list":
+        items = [_constant(a) for a in arg.list.items]
+        return tuple(items) if arg.list.is_tuple else items
+    if which == "none":
+        return None
+    return getattr(arg, which)
+
+
+def _tensor_failure(value, expected):
+    if not isinstance(value, torch.Tensor):
+        return f"expected a tensor, got {type(value).__name__}"
+    want = meta_dict(expected)
+    got = {"dtype": value.dtype, "sizes": list(value.shape), "strides": list(value.stride()),
+           "device": value.device, "requires_grad": value.requires_grad}
+    for field in ("dtype", "device", "sizes", "strides", "requires_grad"):
+        if field == "strides" and not want["strides"]:
+            continue
+        if want[field] != got[field]:
+            return f"{field}: expected {want[field]}, got {got[field]}"
+    return None
+
+
+def frame_locals_for(fn, arguments):
+    """The locals a real frame of fn would start with: its bound arguments,
+    self for a method, and its closure's free variables."""
+    target = fn.__func__ if inspect.ismethod(fn) else fn
+    frame = dict(arguments)
+    if inspect.ismethod(fn):
+        frame[target.__code__.co_varnames[0]] = fn.__self__
+    for name, cell in zip(target.__code__.co_freevars, target.__closure__ or ()):
+        try:
+            frame[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            pass
+    return frame
+
+
+def check_guards(capture, fn, args=(), kwargs=None):
+    """The first failing guard for calling fn(*args, **kwargs), or None."""
+    kwargs = kwargs or {}
+    target = fn.__func__ if inspect.ismethod(fn) else fn
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    frame_locals = frame_locals_for(fn, bound.arguments)
+    frame_globals = target.__globals__
+    for guard in capture.guards:
+        if guard.kind == ir.Guard.GLOBAL_STATE:
+            if guard.source == "grad_mode" and torch.is_grad_enabled() != guard.value.bool_value:
+                return guard, (f"grad_mode: expected {guard.value.bool_value}, "
+                               f"got {torch.is_grad_enabled()}")
+            continue
+        try:
+            value = resolve_source(guard.source, frame_locals, frame_globals)
+        except (LookupError, AttributeError) as e:
+            return guard, f"{guard.source}: cannot be read ({e!r})"
+        problem = None
+        if guard.kind == ir.Guard.TENSOR_MATCH:
+            problem = _tensor_failure(value, guard.tensor)
+        elif guard.kind == ir.Guard.EQUALS_MATCH:
+            expected = _constant(guard.value)
+            if type(value) in (int, float, bool, str, tuple, list) and (
+                    type(value) is not type(expected) or value != expected):
+                problem = f"expected {expected!r}, got {value!r}"
+        elif guard.kind == ir.Guard.IS_NONE:
+            if value is not None:
+                problem = f"expected None, got {type(value).__name__}"
+        elif guard.kind == ir.Guard.LENGTH_MATCH:
+            if len(value) != guard.value.int_value:
+                problem = f"expected length {guard.value.int_value}, got {len(value)}"
+        elif guard.kind == ir.Guard.TYPE_MATCH:
+            name = type(value).__name__
+            if not guard.value.string_value.endswith(name):
+                problem = f"expected type {guard.value.string_value}, got {type(value).__qualname__}"
+        elif guard.kind == ir.Guard.ID_MATCH:
+            # Offline, identity is checked by name; the live cache compares objects.
+            if identity_name(value) != guard.value.string_value:
+                problem = f"expected {guard.value.string_value}, got {identity_name(value)}"
+        if problem:
+            return guard, f"{guard.source}: {problem}"
+    return None

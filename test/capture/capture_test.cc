@@ -1,0 +1,159 @@
+// Offline capture end to end: every function and module of the corpus
+// (test/python/capture_cases.py) is exported through the facade, written as
+// a .pb, loaded back as a torch.fx.GraphModule (python/dynamo/loader.py), run
+// on random inputs and compared with eager execution, with every node's
+// recorded metadata checked against what torch produces
+// (test/python/capture_check.py). The shared seed corpus is exported too:
+// the cases that need a graph break must fail with a located message.
+#include <Python.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "lib/capture/capture.h"
+#include "lib/python/script.h"
+#include "test/test_support.h"
+
+namespace dynamo::capture {
+namespace {
+
+using python::Object;
+namespace fs = std::filesystem;
+
+std::string WritePb(const ir::Capture& c, const std::string& name) {
+  static const fs::path dir = [] {
+    char tmpl[] = "/tmp/dynamo_capture_test_XXXXXX";
+    return fs::path(mkdtemp(tmpl));
+  }();
+  absl::StatusOr<std::string> bytes = Serialize(c, "pb");
+  REQUIRE(bytes.ok());
+  std::string path = (dir / (name + ".pb")).string();
+  std::ofstream(path, std::ios::binary) << *bytes;
+  return path;
+}
+
+// Runs the loaded capture against eager; returns the node count checked.
+long RunAgainstEager(const std::string& pb, const Object& fn, const Object& make) {
+  Object checker = testing::ImportTestModule("capture_check");
+  absl::StatusOr<Object> result =
+      python::CallMethod(checker, "run_case", {python::FromString(pb), fn, make});
+  DYNAMO_REQUIRE_OK(result);
+  std::vector<Object> parts = *python::AsVector(*result);
+  std::vector<Object> problems = *python::AsVector(parts[0]);
+  for (const Object& p : problems) FAIL_CHECK(python::Repr(p));
+  return static_cast<long>(*python::AsLong(parts[1]));
+}
+
+TEST_CASE("every corpus function exports as one graph that runs like eager", "[capture]") {
+  testing::ImportTestModule("capture_check");  // puts test/python on sys.path
+  const std::string script = testing::SourceDir() + "/test/python/capture_cases.py";
+  absl::StatusOr<Object> module = python::ImportScript(script);
+  DYNAMO_REQUIRE_OK(module);
+  std::vector<Object> cases = *python::AsVector(*python::GetAttr(*module, "CASES"));
+  REQUIRE(cases.size() >= 60);
+  long nodes_checked = 0;
+  int index = 0;
+  for (const Object& c : cases) {
+    std::vector<Object> fields = *python::AsVector(c);
+    std::string target = *python::AsString(fields[0]);
+    INFO("case " << index << ": " << target);
+    CaptureOptions options;
+    options.script = script;
+    options.function = target;
+    options.weights = Weights::kEmbed;
+    if (PyUnicode_Check(fields[1].get())) {
+      options.example_inputs = *python::AsString(fields[1]);
+    } else {
+      std::vector<Object> specs = *python::AsVector(fields[1]);
+      for (const Object& spec : specs) options.inputs.push_back(*python::AsString(spec));
+    }
+    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    if (!captured.ok()) {
+      FAIL_CHECK(captured.status().message());
+      ++index;
+      continue;
+    }
+    CHECK(captured->capture.graphs_size() == 1);
+    CHECK(captured->capture.graph_breaks_size() == 0);
+    std::string pb = WritePb(captured->capture, absl::StrCat("case_", index++));
+    absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
+    DYNAMO_REQUIRE_OK(fn);
+    nodes_checked += RunAgainstEager(pb, fn->callable, fields[2]);
+  }
+  std::cout << "capture corpus: " << cases.size() << " cases exported, loaded and run like "
+            << "eager; " << nodes_checked << " node results checked against their metadata\n";
+  // Every case computes at least one tensor: the metadata check never ran empty.
+  CHECK(nodes_checked >= static_cast<long>(cases.size()));
+}
+
+TEST_CASE("the same capture twice is byte-identical", "[capture]") {
+  CaptureOptions options;
+  options.script = testing::SourceDir() + "/test/python/capture_cases.py";
+  options.function = "stack.forward";
+  options.inputs = {"f32[5,8]"};
+  options.weights = Weights::kEmbed;
+  absl::StatusOr<Captured> a = CaptureFunction(options);
+  absl::StatusOr<Captured> b = CaptureFunction(options);
+  DYNAMO_REQUIRE_OK(a);
+  DYNAMO_REQUIRE_OK(b);
+  for (const char* format : {"pb", "pbtxt", "json"}) {
+    INFO(format);
+    CHECK(*Serialize(a->capture, format) == *Serialize(b->capture, format));
+  }
+}
+
+TEST_CASE("the seed corpus: one graph, or a located graph break where one is needed",
+          "[capture][seeds]") {
+  const std::string script = testing::SourceDir() + "/test/python/seed_capture.py";
+  absl::StatusOr<Object> module = python::ImportScript(script);
+  if (!module.ok() && absl::StrContains(module.status().message(), "seed_cases")) {
+    WARN("../shared/corpus is not beside this checkout: " << module.status().message());
+    return;
+  }
+  DYNAMO_REQUIRE_OK(module);
+  std::vector<Object> entries = *python::AsVector(*python::GetAttr(*module, "ENTRIES"));
+  Object must_break = *python::GetAttr(*module, "MUST_BREAK");
+  Object may_break = *python::GetAttr(*module, "MAY_BREAK");
+  REQUIRE(entries.size() >= 13);
+  int graphs = 0, breaks = 0, index = 0;
+  for (const Object& e : entries) {
+    std::vector<Object> f = *python::AsVector(e);
+    std::string target = *python::AsString(f[0]);
+    INFO(target << " with " << *python::AsString(f[1]));
+    CaptureOptions options;
+    options.script = script;
+    options.function = target;
+    options.example_inputs = *python::AsString(f[1]);
+    options.weights = Weights::kEmbed;
+    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    bool must = PySequence_Contains(must_break.get(), f[2].get()) == 1;
+    bool may = PySequence_Contains(may_break.get(), f[2].get()) == 1;
+    if (!captured.ok()) {
+      std::string message(captured.status().message());
+      INFO(message);
+      CHECK((must || may));
+      CHECK(captured.status().code() == absl::StatusCode::kUnimplemented);
+      CHECK(absl::StrContains(message, "seed_cases.py:"));
+      CHECK(absl::StrContains(message, ": graph break: "));
+      CHECK(absl::StrContains(message, "hint: "));
+      ++breaks;
+      continue;
+    }
+    CHECK_FALSE(must);
+    ++graphs;
+    absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
+    DYNAMO_REQUIRE_OK(fn);
+    RunAgainstEager(WritePb(captured->capture, absl::StrCat("seed_", index++)), fn->callable, f[3]);
+  }
+  std::cout << "seed corpus: " << graphs << " captured as one graph and run like eager, "
+            << breaks << " refused with a located graph break\n";
+  CHECK(breaks >= 4);
+}
+
+}  // namespace
+}  // namespace dynamo::capture

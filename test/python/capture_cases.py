@@ -1,0 +1,541 @@
+"""The single-graph corpus for offline capture (test/capture/capture_test.cc).
+
+Each entry of CASES: (target, inputs, make_inputs). `target` is the --fn path
+inside this file; inputs is a list of --input specs, or the name of an
+--example-inputs function; make_inputs() builds real arguments matching them
+(a positional tuple, or a Call with keywords).
+Every construct the translator handles without a break appears here.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SCALE = 0.5
+MODE = "relu"
+W_GLOBAL = torch.linspace(-1.0, 1.0, 4)
+
+
+class Call:
+    """Arguments with keywords, for make_inputs."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+def mlp_examples():
+    """Example inputs for the unbound MLP.forward: self is a real module."""
+    return (mlp, torch.randn(4, 8))
+
+
+def r(*shape, dtype=torch.float32):
+    if dtype.is_floating_point:
+        return torch.randn(*shape, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.rand(*shape) > 0.5
+    return torch.randint(-5, 5, shape, dtype=dtype)
+
+
+# --- arithmetic, comparisons, torch functions ---------------------------------
+def arith(a, b):
+    return a + b, a - b, a * b, a / b, -a, a ** 2, 2 * a - 1.5, a @ b.T
+
+
+def int_arith(a, b):
+    return a // 3, a % 4, a * b, a / 2, a + True, a & b, a | 1
+
+
+def compare(a, b):
+    return a < b, a >= 0.5, a == b, (a > 0) & (b > 0), a != 1
+
+
+def torch_fns(x):
+    return torch.sin(x) + torch.cos(x), torch.exp(x).sum(), torch.tanh(x), torch.sigmoid(x), torch.abs(x)
+
+
+def reductions(x):
+    return x.sum(dim=1, keepdim=True), x.mean(-1), x.amax(dim=0), x.sum(), torch.max(x, dim=1).values
+
+
+def softmaxes(x):
+    return F.softmax(x, dim=-1), F.log_softmax(x, dim=1), torch.softmax(x, 0)
+
+
+def shapes(x):
+    y = x.view(2, -1)
+    z = x.reshape(-1)
+    w = x.permute(2, 0, 1).contiguous()
+    return y, z, w, x.transpose(0, 1), x.unsqueeze(0).squeeze(0), torch.flatten(x, 1)
+
+
+def cat_stack(a, b):
+    return torch.cat([a, b], dim=0), torch.stack((a, b), dim=1), torch.cat((a, b), -1)
+
+
+def where_clamp(x, y):
+    return torch.where(x > 0, x, y), x.clamp(min=-0.5, max=0.5), torch.clamp(y, -1, 1)
+
+
+def casts(x):
+    return x.to(torch.float64), x.float(), x.long(), x.to(dtype=torch.int32), x.bool()
+
+
+def scalar_promotion(i, f):
+    return i + 1.5, i * 2, f + i, i / i, torch.ones_like(f) * 3
+
+
+def factories(x):
+    return torch.zeros(3, 4) + x, torch.ones(2, 3, dtype=torch.float64), torch.full((2, 2), 7.0), torch.arange(6).view(2, 3)
+
+
+def matmuls(a, b, c):
+    return torch.matmul(a, b), a.mm(b), torch.bmm(c, c.transpose(1, 2))
+
+
+# --- subscripts and slices ----------------------------------------------------
+def indexing(x):
+    return x[0], x[:, 1:3], x[..., None], x[::2], x[-1, :, 0], x[None, 1]
+
+
+def seq_index(xs):
+    first, *rest = xs
+    return first + rest[-1], xs[1:][0]
+
+
+# --- tensor metadata as Python values -------------------------------------------
+def metadata(x):
+    n, c = x.shape[0], x.size(1)
+    total = x.numel() + x.dim() + len(x)
+    out = x.view(n * c, -1) * total
+    if x.dtype == torch.float32 and x.device.type == "cpu" and x.is_floating_point():
+        out = out + 1
+    return out, x.size(), x.ndim
+
+
+def branch_on_dtype(x):
+    if x.dtype == torch.float64:
+        return x - 1
+    return x + 1
+
+
+def branch_on_shape(x):
+    if x.shape[-1] > 3:
+        return x.sum(-1)
+    elif x.ndim == 2:
+        return x.mean()
+    return x
+
+
+def branch_on_flag(x, flag, mode):
+    if flag:
+        x = x * 2
+    if mode == "square":
+        return x * x
+    return x
+
+
+def none_arg(x, bias):
+    if bias is None:
+        return x + 1
+    return x + bias
+
+
+def scalar_args(x, n, f):
+    return x * n + f, x.pow(n)
+
+
+def while_const(x):
+    i = 0
+    while i < 4:
+        x = x * 0.5
+        i += 1
+    return x
+
+
+def asserts(x):
+    assert x.dim() == 2, "expects a matrix"
+    assert isinstance(x, torch.Tensor)
+    return x.t()
+
+
+def try_except(x):
+    try:
+        y = x + 1
+    except RuntimeError:
+        y = x - 1
+    finally:
+        z = 2
+    return y * z
+
+
+# --- loops ---------------------------------------------------------------------
+def loop_range(x):
+    for _ in range(3):
+        x = x + 1
+    return x
+
+
+def loop_list(xs):
+    total = xs[0] * 0
+    for t in xs:
+        total = total + t
+    return total
+
+
+def loop_zip_enumerate(xs, ys):
+    out = []
+    for i, (a, b) in enumerate(zip(xs, ys)):
+        out.append(a * i + b)
+    return out
+
+
+def loop_dict(d):
+    acc = 0
+    for k, v in d.items():
+        acc = acc + v.sum() * len(k)
+    return acc
+
+
+def loop_nested(x):
+    out = x
+    for i in range(2):
+        for j in range(i + 1):
+            out = out + i * j
+    return out
+
+
+def loop_break_continue(x):
+    for i in range(10):
+        if i % 2 == 0:
+            continue
+        if i > 6:
+            break
+        x = x + i
+    return x
+
+
+# --- builtins ------------------------------------------------------------------
+def builtins_mix(xs, n):
+    k = min(n, len(xs))
+    m = max(1, abs(-n))
+    s = sum(xs[:k])
+    extra = [t * m for t in xs if t.dim() == 1]
+    return s + sum(extra), int(3.7), float(k), bool(xs)
+
+
+def map_filter(xs):
+    doubled = list(map(lambda t: t * 2, xs))
+    return tuple(doubled), [t for t in reversed(xs)]
+
+
+def isinstance_checks(x, maybe):
+    a = isinstance(x, torch.Tensor)
+    b = isinstance(maybe, (list, tuple))
+    c = isinstance(3, int)
+    return x + (a + b + c)
+
+
+def getattr_hasattr(x):
+    fn = getattr(torch, "sin")
+    has = hasattr(x, "shape")
+    return fn(x) * has, getattr(x, "T")
+
+
+def math_module(x):
+    return x * math.pi + math.sqrt(4.0) + math.floor(2.5)
+
+
+def fstrings(x, name):
+    tag = f"{name}-{x.dim()}"
+    if tag == "a-2":
+        return x * 2
+    return x
+
+
+def global_reads(x):
+    if MODE == "relu":
+        x = F.relu(x)
+    return x * SCALE + W_GLOBAL
+
+
+# --- user functions: defaults, keywords, *args, **kwargs, closures -------------
+def helper(a, b=2.0, *, c=1.0):
+    return a * b + c
+
+
+def varargs(*xs, **kw):
+    return sum(xs) * kw.get("scale", 1.0)
+
+
+def calls_helpers(x):
+    return helper(x), helper(x, 3.0, c=-1.0), varargs(x, x, x, scale=2.0), varargs(x)
+
+
+def closures(x):
+    k = 3
+
+    def add_k(t):
+        return t + k
+
+    counter = [0]
+
+    def bump(t):
+        counter.append(1)
+        return t * len(counter)
+
+    def make_scaler(s):
+        def scale(t):
+            return t * s
+        return scale
+
+    return add_k(x), bump(x), make_scaler(0.25)(x)
+
+
+def nonlocal_cells(x):
+    total = x * 0
+
+    def acc(t):
+        nonlocal total
+        total = total + t
+    acc(x)
+    acc(x * 2)
+    return total
+
+
+def lambdas_comprehensions(xs):
+    sq = [t * t for t in xs]
+    d = {i: t for i, t in enumerate(xs)}
+    f = lambda a, b=1: a - b  # noqa: E731
+    return [f(t) for t in sq], d[1], tuple(t + 1 for t in xs[:1]) if False else sq[0]
+
+
+def star_args(x, y):
+    args = (x, y)
+    kwargs = {"dim": 0}
+    return torch.cat(args, **kwargs), torch.stack([*args, x])
+
+
+def grad_modes(x):
+    with torch.no_grad():
+        a = x * 2
+    with torch.enable_grad():
+        b = x * 3
+    return a, b
+
+
+def nested_no_grad(x):
+    with torch.no_grad():
+        with torch.enable_grad():
+            y = x + 1
+        z = y * 2
+    return y, z
+
+
+def returns_constant_and_none(x):
+    return x, 3, None, "label", (1.5, True)
+
+
+# --- modules ---------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self, d=8, hidden=16, act="gelu"):
+        super().__init__()
+        self.fc1 = nn.Linear(d, hidden)
+        self.fc2 = nn.Linear(hidden, d)
+        self.act = act
+        self.scale = 0.5
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h = F.gelu(h) if self.act == "gelu" else F.relu(h)
+        return self.fc2(h) * self.scale
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([MLP() for _ in range(3)])
+        self.norm = nn.LayerNorm(8)
+        self.register_buffer("offset", torch.arange(8, dtype=torch.float32))
+
+    def forward(self, x):
+        for i, block in enumerate(self.blocks):
+            x = x + block(x) * (i + 1)
+        return self.norm(x) + self.offset
+
+
+class Seq(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 2), nn.Tanh())
+
+    def forward(self, x):
+        return self.net(x), self.net[0](x)
+
+
+class Conv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv(x)))
+        x = F.max_pool2d(x, 2)
+        return torch.flatten(self.pool(x), 1)
+
+
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class Child(Base):
+    def forward(self, x):
+        return super().forward(x) + self.helper(x)
+
+    def helper(self, x, k=2):
+        return x * k
+
+
+class Wrapped(nn.Module):
+    """The design documents' last example: a module wrapping another."""
+    def __init__(self):
+        super().__init__()
+        self.inner = MLP(8, 8)
+        self.proj = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        y = self.proj(self.inner(x))
+        a, b = torch.split(self.drop(y) * 2, 4, dim=-1)
+        return a + b
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 6)
+        self.ln = nn.LayerNorm(6)
+
+    def forward(self, ids):
+        return self.ln(self.emb(ids)).mean(dim=1)
+
+
+class TrainingFlag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        if self.training:
+            return self.drop(x)
+        return x * 2
+
+
+class ParamMath(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.b = nn.Parameter(torch.zeros(4))
+
+    def forward(self, x):
+        return x @ self.w.t() + self.b, self.w.shape
+
+
+class DictIn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, batch):
+        return self.lin(batch["x"]) + batch["y"]
+
+
+mlp = MLP().eval()
+mlp_relu = MLP(act="relu").eval()
+stack = Stack().eval()
+seq = Seq().eval()
+seq_train = Seq().train()
+conv = Conv().eval()
+conv_train = Conv().train()
+child = Child().eval()
+wrapped = Wrapped().eval()
+embed = Embed().eval()
+flag_eval = TrainingFlag().eval()
+params = ParamMath()
+dict_in = DictIn().eval()
+
+I = lambda *s: r(*s, dtype=torch.int64)  # noqa: E731
+
+CASES = [
+    ("arith", ["f32[3,3]", "f32[3,3]"], lambda: (r(3, 3), r(3, 3))),
+    ("int_arith", ["i64[4]", "i64[4]"], lambda: (I(4), I(4))),
+    ("compare", ["f32[5]", "f32[5]"], lambda: (r(5), r(5))),
+    ("torch_fns", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("reductions", ["f32[3,4]"], lambda: (r(3, 4),)),
+    ("softmaxes", ["f32[2,5]"], lambda: (r(2, 5),)),
+    ("shapes", ["f32[2,3,4]"], lambda: (r(2, 3, 4),)),
+    ("cat_stack", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
+    ("where_clamp", ["f32[6]", "f32[6]"], lambda: (r(6), r(6))),
+    ("casts", ["f32[2,2]"], lambda: (r(2, 2),)),
+    ("scalar_promotion", ["i32[3]", "f16[3]"], lambda: (I(3).int(), r(3, dtype=torch.float16))),
+    ("factories", ["f32[3,4]"], lambda: (r(3, 4),)),
+    ("matmuls", ["f32[3,4]", "f32[4,5]", "f32[2,3,4]"], lambda: (r(3, 4), r(4, 5), r(2, 3, 4))),
+    ("indexing", ["f32[4,5,6]"], lambda: (r(4, 5, 6),)),
+    ("seq_index", ["[f32[3],f32[3],f32[3]]"], lambda: ([r(3), r(3), r(3)],)),
+    ("metadata", ["f32[4,6]"], lambda: (r(4, 6),)),
+    ("branch_on_dtype", ["f32[3]"], lambda: (r(3),)),
+    ("branch_on_dtype", ["f64[3]"], lambda: (r(3, dtype=torch.float64),)),
+    ("branch_on_shape", ["f32[2,5]"], lambda: (r(2, 5),)),
+    ("branch_on_shape", ["f32[2,2]"], lambda: (r(2, 2),)),
+    ("branch_on_flag", ["f32[3]", "True", "str:square"], lambda: (r(3), True, "square")),
+    ("branch_on_flag", ["f32[3]", "False", "str:id"], lambda: (r(3), False, "id")),
+    ("none_arg", ["f32[3]", "None"], lambda: (r(3), None)),
+    ("none_arg", ["f32[3]", "f32[3]"], lambda: (r(3), r(3))),
+    ("scalar_args", ["f32[3]", "int:3", "float:0.25"], lambda: (r(3), 3, 0.25)),
+    ("while_const", ["f32[3]"], lambda: (r(3),)),
+    ("asserts", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("try_except", ["f32[3]"], lambda: (r(3),)),
+    ("loop_range", ["f32[3]"], lambda: (r(3),)),
+    ("loop_list", ["[f32[2],f32[2],f32[2]]"], lambda: ([r(2), r(2), r(2)],)),
+    ("loop_zip_enumerate", ["(f32[2],f32[2])", "[f32[2],f32[2]]"], lambda: ((r(2), r(2)), [r(2), r(2)])),
+    ("loop_dict", ["{ab:f32[2],c:f32[3]}"], lambda: ({"ab": r(2), "c": r(3)},)),
+    ("loop_nested", ["f32[2]"], lambda: (r(2),)),
+    ("loop_break_continue", ["f32[2]"], lambda: (r(2),)),
+    ("builtins_mix", ["[f32[3],f32[3],f32[3]]", "int:2"], lambda: ([r(3), r(3), r(3)], 2)),
+    ("map_filter", ["[f32[2],f32[2]]"], lambda: ([r(2), r(2)],)),
+    ("isinstance_checks", ["f32[2]", "[int:1]"], lambda: (r(2), [1])),
+    ("getattr_hasattr", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("math_module", ["f32[3]"], lambda: (r(3),)),
+    ("fstrings", ["f32[2,2]", "str:a"], lambda: (r(2, 2), "a")),
+    ("global_reads", ["f32[4]"], lambda: (r(4),)),
+    ("calls_helpers", ["f32[3]"], lambda: (r(3),)),
+    ("closures", ["f32[3]"], lambda: (r(3),)),
+    ("nonlocal_cells", ["f32[3]"], lambda: (r(3),)),
+    ("lambdas_comprehensions", ["[f32[2],f32[2],f32[2]]"], lambda: ([r(2), r(2), r(2)],)),
+    ("star_args", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
+    ("grad_modes", ["f32[3]:grad"], lambda: (r(3).requires_grad_(),)),
+    ("nested_no_grad", ["f32[3]:grad"], lambda: (r(3).requires_grad_(),)),
+    ("returns_constant_and_none", ["f32[2]"], lambda: (r(2),)),
+    ("mlp.forward", ["f32[4,8]"], lambda: (r(4, 8),)),
+    ("mlp_relu.forward", ["f32[2,8]"], lambda: (r(2, 8),)),
+    ("MLP.forward", "mlp_examples", lambda: (mlp, r(4, 8))),  # --example-inputs
+    ("stack.forward", ["f32[5,8]"], lambda: (r(5, 8),)),
+    ("seq.forward", ["f32[3,4]"], lambda: (r(3, 4),)),
+    ("seq_train.forward", ["f32[3,4]"], lambda: (r(3, 4),)),
+    ("conv.forward", ["f32[2,3,8,8]"], lambda: (r(2, 3, 8, 8),)),
+    ("child.forward", ["f32[2,4]"], lambda: (r(2, 4),)),
+    ("wrapped.forward", ["f32[3,8]"], lambda: (r(3, 8),)),
+    ("embed.forward", ["i64[2,5]"], lambda: (torch.randint(0, 20, (2, 5)),)),
+    ("flag_eval.forward", ["f32[3]"], lambda: (r(3),)),
+    ("params.forward", ["f32[2,4]"], lambda: (r(2, 4),)),
+    ("dict_in.forward", ["{x:f32[2,3],y:f32[3]}"], lambda: ({"x": r(2, 3), "y": r(3)},)),
+    ("helper", ["f32[3]", "b=float:3.0", "c=float:0.5"], lambda: Call(r(3), b=3.0, c=0.5)),
+    ("varargs", ["f32[2]", "f32[2]", "scale=float:3.0"], lambda: Call(r(2), r(2), scale=3.0)),
+]

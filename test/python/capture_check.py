@@ -1,0 +1,91 @@
+"""Runs a loaded capture against eager execution (test/capture/capture_test.cc).
+
+run_case(pb_path, fn, make_inputs) -> list of problems:
+  - the example inputs satisfy the capture's guards (so they match the specs);
+  - the graph's outputs equal eager's (same structure; tensors equal up to
+    float rounding, NaNs included);
+  - every node's recorded metadata (dtype, sizes, strides when recorded,
+    device, requires_grad) equals what torch produces running the graph.
+"""
+import torch
+import torch.fx
+
+from dynamo.guards import check_guards, frame_locals_for, resolve_source
+from dynamo.loader import load
+
+
+def _frame(fn, args, kwargs):
+    import inspect
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return frame_locals_for(fn, bound.arguments)
+
+
+def _compare(eager, graph, path, problems):
+    if isinstance(eager, torch.Tensor):
+        if not isinstance(graph, torch.Tensor):
+            problems.append(f"{path}: eager tensor, graph {type(graph).__name__}")
+        elif eager.dtype != graph.dtype or eager.shape != graph.shape:
+            problems.append(f"{path}: eager {eager.dtype}{list(eager.shape)}, "
+                            f"graph {graph.dtype}{list(graph.shape)}")
+        elif eager.dtype.is_floating_point or eager.dtype.is_complex:
+            if not torch.allclose(eager, graph, rtol=1e-5, atol=1e-6, equal_nan=True):
+                problems.append(f"{path}: values differ by {(eager - graph).abs().max().item()}")
+        elif not torch.equal(eager, graph):
+            problems.append(f"{path}: values differ")
+    elif isinstance(eager, (list, tuple)):
+        if not isinstance(graph, (list, tuple)) or len(graph) != len(eager):
+            problems.append(f"{path}: eager {type(eager).__name__} of {len(eager)}, graph {graph!r}")
+            return
+        for i, (e, g) in enumerate(zip(eager, graph)):
+            _compare(e, g, f"{path}[{i}]", problems)
+    elif eager != graph:
+        problems.append(f"{path}: eager {eager!r}, graph {graph!r}")
+
+
+class _MetaRecorder(torch.fx.Interpreter):
+    """Runs the graph and compares each node's result with its recorded meta."""
+
+    def __init__(self, gm, problems):
+        super().__init__(gm)
+        self.problems = problems
+        self.checked = 0
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        meta = n.meta.get("dynamo_meta")
+        if meta is not None and isinstance(result, torch.Tensor):
+            self.checked += 1
+            got = {"dtype": result.dtype, "sizes": list(result.shape), "device": result.device,
+                   "requires_grad": result.requires_grad}
+            for key, value in got.items():
+                if meta[key] != value:
+                    self.problems.append(f"node {n.name} ({n.target}): {key} recorded "
+                                         f"{meta[key]}, torch gives {value}")
+            if meta["strides"] and meta["strides"] != list(result.stride()):
+                self.problems.append(f"node {n.name} ({n.target}): strides recorded "
+                                     f"{meta['strides']}, torch gives {list(result.stride())}")
+        return result
+
+
+def run_case(pb_path, fn, make_inputs):
+    problems = []
+    gm, capture = load(pb_path)
+    args = make_inputs()
+    kwargs = {}
+    if hasattr(args, "kwargs"):  # capture_cases.Call
+        args, kwargs = args.args, args.kwargs
+    failure = check_guards(capture, fn, args, kwargs)
+    if failure is not None:
+        problems.append(f"example inputs fail a guard: {failure[1]}")
+        return problems, 0
+    frame = _frame(fn, args, kwargs)
+    placeholders = [resolve_source(spec.name, frame, {})
+                    for spec in capture.inputs if spec.WhichOneof("value") == "tensor"]
+    torch.manual_seed(0)
+    eager = fn(*args, **kwargs)
+    torch.manual_seed(0)
+    recorder = _MetaRecorder(gm, problems)
+    graph = recorder.run(*placeholders)
+    _compare(eager, graph, "output", problems)
+    return problems, recorder.checked
