@@ -1,41 +1,37 @@
-// A host program embedding libdynamo: starts the interpreter, imports a
-// script, finds a function in it and prints what libdynamo decodes.
+// A C++ host that links the installed libdynamo package and captures a
+// function from a Python script through the facade (lib/capture/capture.h).
 //
-//   dynamo-host SCRIPT.py TARGET      e.g.  dynamo-host examples/mlp.py model.forward
+//   dynamo-host SCRIPT.py TARGET [INPUT_SPEC...]
+//   dynamo-host examples/mlp.py forward f32[4,16] f32[4,16]
 #include <iostream>
 
-#include "lib/bytecode/decoder.h"
-#include "lib/bytecode/disassemble.h"
-#include "lib/python/interpreter.h"
-#include "lib/python/script.h"
+#include "lib/capture/capture.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: dynamo-host SCRIPT.py TARGET\n";
+  if (argc < 3) {
+    std::cerr << "usage: dynamo-host SCRIPT.py TARGET [INPUT_SPEC...]\n";
     return 2;
   }
-  auto py = dynamo::python::Interpreter::Start();
-  if (!py.ok()) {
-    std::cerr << "dynamo-host: " << py.status().message() << "\n";
+  dynamo::capture::CaptureOptions options;
+  options.script = argv[1];
+  options.function = argv[2];
+  for (int i = 3; i < argc; ++i) options.inputs.push_back(argv[i]);
+  absl::StatusOr<dynamo::capture::Captured> captured = dynamo::capture::CaptureFunction(options);
+  if (!captured.ok()) {
+    std::cerr << "dynamo-host: " << captured.status().message() << "\n";
     return 1;
   }
-  auto module = dynamo::python::ImportScript(argv[1]);
-  if (!module.ok()) {
-    std::cerr << "dynamo-host: " << module.status().message() << "\n";
-    return 1;
+  const dynamo::ir::Capture& c = captured->capture;
+  const dynamo::ir::Graph& graph = c.graphs(0);
+  std::cout << c.function_name() << ": " << graph.nodes_size() << " nodes, " << c.guards_size()
+            << " guards\n";
+  for (const dynamo::ir::Node& node : graph.nodes()) {
+    std::cout << "  " << node.name() << " = " << dynamo::ir::Node::Kind_Name(node.kind()) << " "
+              << node.target() << "\n";
   }
-  auto target = dynamo::python::ResolveTarget(*module, argv[2]);
-  if (!target.ok()) {
-    std::cerr << "dynamo-host: " << target.status().message() << "\n";
-    return 1;
+  for (const dynamo::ir::Guard& guard : c.guards()) {
+    std::cout << "  guard " << dynamo::ir::Guard::Kind_Name(guard.kind()) << " " << guard.source()
+              << "\n";
   }
-  auto decoded = dynamo::bytecode::Decode(target->code);
-  if (!decoded.ok()) {
-    std::cerr << "dynamo-host: " << decoded.status().message() << "\n";
-    return 1;
-  }
-  std::cout << decoded->TotalCodeObjects() << " code objects, "
-            << decoded->TotalInstructions() << " instructions\n"
-            << dynamo::bytecode::Disassemble(*decoded);
   return 0;
 }

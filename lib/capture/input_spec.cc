@@ -157,11 +157,12 @@ class Parser {
       if (!Done() && text_[pos_] == ',') {
         ++pos_;
         SkipSpace();
+        if (Done()) return Error(absl::StrCat("a value or '", std::string(1, close), "'"));
       } else if (Done() || text_[pos_] != close) {
         return Error(absl::StrCat("',' or '", std::string(1, close), "'"));
       }
     }
-    if (Done()) return Error(std::string(1, close));
+    if (Done()) return Error(absl::StrCat("'", std::string(1, close), "'"));
     ++pos_;
     return close == ']' ? TraceInput::List(std::move(items)) : TraceInput::Tuple(std::move(items));
   }

@@ -91,6 +91,68 @@ TEST_CASE("every corpus function exports as one graph that runs like eager", "[c
   CHECK(nodes_checked >= static_cast<long>(cases.size()));
 }
 
+TEST_CASE("guards pass for matching calls and fail on the expected guard", "[capture][guards]") {
+  const std::string script = testing::SourceDir() + "/test/python/capture_cases.py";
+  absl::StatusOr<Object> module = python::ImportScript(script);
+  DYNAMO_REQUIRE_OK(module);
+  Object checker = testing::ImportTestModule("capture_check");
+  std::vector<Object> scenarios = *python::AsVector(*python::GetAttr(*module, "GUARD_SCENARIOS"));
+  int checked = 0;
+  for (const Object& s : scenarios) {
+    std::vector<Object> f = *python::AsVector(s);
+    std::string target = *python::AsString(f[0]);
+    INFO(target);
+    CaptureOptions options;
+    options.script = script;
+    options.function = target;
+    std::vector<Object> specs = *python::AsVector(f[1]);
+    for (const Object& spec : specs) options.inputs.push_back(*python::AsString(spec));
+    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    DYNAMO_REQUIRE_OK(captured);
+    absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
+    DYNAMO_REQUIRE_OK(fn);
+    std::string pb = WritePb(captured->capture, "guards_" + target);
+    absl::StatusOr<Object> problems = python::CallMethod(
+        checker, "check_guard_scenarios", {python::FromString(pb), fn->callable, f[2]});
+    DYNAMO_REQUIRE_OK(problems);
+    std::vector<Object> found = *python::AsVector(*problems);
+    for (const Object& p : found) FAIL_CHECK(python::Repr(p));
+    checked += static_cast<int>(python::AsVector(f[2])->size());
+  }
+  std::cout << "guards: " << checked << " calls checked against their captures' guards\n";
+  CHECK(checked >= 15);
+}
+
+TEST_CASE("resnet18, mobilenet_v2 and a transformer block export as one graph each", "[capture][models]") {
+  const std::string script = testing::SourceDir() + "/test/python/models.py";
+  absl::StatusOr<Object> module = python::ImportScript(script);
+  DYNAMO_REQUIRE_OK(module);
+  std::vector<Object> models = *python::AsVector(*python::GetAttr(*module, "MODELS"));
+  for (const Object& m : models) {
+    std::vector<Object> f = *python::AsVector(m);
+    std::string target = *python::AsString(f[0]);
+    INFO(target);
+    CaptureOptions options;
+    options.script = script;
+    options.function = target;
+    std::vector<Object> specs = *python::AsVector(f[1]);
+    for (const Object& spec : specs) options.inputs.push_back(*python::AsString(spec));
+    options.weights = Weights::kEmbed;
+    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    if (!captured.ok()) {
+      FAIL_CHECK(captured.status().message());
+      continue;
+    }
+    REQUIRE(captured->capture.graphs_size() == 1);
+    absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
+    DYNAMO_REQUIRE_OK(fn);
+    long checked = RunAgainstEager(WritePb(captured->capture, target), fn->callable, f[2]);
+    std::cout << target << ": " << captured->capture.graphs(0).nodes_size() << " nodes, "
+              << captured->capture.guards_size() << " guards, " << checked
+              << " node results checked\n";
+  }
+}
+
 TEST_CASE("the same capture twice is byte-identical", "[capture]") {
   CaptureOptions options;
   options.script = testing::SourceDir() + "/test/python/capture_cases.py";

@@ -1,8 +1,10 @@
-"""dynamo-inspect as a user meets it: good scripts give a deterministic
-listing that agrees with dis; bad input gives one clear line on stderr and a
-non-zero exit, never a crash or a C++/Python traceback.
+"""dynamo-inspect and dynamo-export as a user meets them: good scripts give
+deterministic output (a listing that agrees with dis, a .pb that loads and
+runs); bad input gives one clear line on stderr and a non-zero exit, never a
+crash, a C++/Python traceback, or a file left behind.
 
-Run by CTest as: python3.11 cli_test.py PATH/TO/dynamo-inspect
+Run by CTest as: python3.11 cli_test.py PATH/TO/dynamo-inspect PATH/TO/dynamo-export
+(with the build's python/ directory on PYTHONPATH for the loader).
 """
 import dis
 import io
@@ -15,10 +17,15 @@ import textwrap
 import unittest
 
 INSPECT = None
+EXPORT = None
 
 
 def run(*args, cwd=None):
     return subprocess.run([INSPECT, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def export(*args, cwd=None):
+    return subprocess.run([EXPORT, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 class Scratch:
@@ -59,12 +66,14 @@ class BadInput(unittest.TestCase):
         self.scratch = Scratch()
         self.good = self.scratch.write("good.py", GOOD)
 
+    tool = "dynamo-inspect"
+
     def assert_one_line_error(self, result, *fragments):
         self.assertNotEqual(result.returncode, 0, result)
         self.assertLess(result.returncode, 128, f"killed by a signal: {result}")
         lines = result.stderr.strip().splitlines()
         self.assertEqual(len(lines), 1, f"expected one line on stderr, got:\n{result.stderr}")
-        self.assertTrue(lines[0].startswith("dynamo-inspect: error: "), lines[0])
+        self.assertTrue(lines[0].startswith(f"{self.tool}: error: "), lines[0])
         for fragment in fragments:
             self.assertIn(fragment, lines[0])
         for leak in ("Traceback", "terminate called", "what():", "Aborted"):
@@ -161,6 +170,161 @@ class GoodInput(unittest.TestCase):
         self.assertIn("Disassembly of MLP.forward", result.stdout)
 
 
+MODEL = """
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x, n: int = 2):
+            return torch.relu(self.fc(x)) * n
+
+    def branchy(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    def examples():
+        return (torch.randn(5, 4),)
+
+    net = Net().eval()
+"""
+
+
+class Export(BadInput):
+    tool = "dynamo-export"
+
+    def setUp(self):
+        super().setUp()
+        self.model = self.scratch.write("model.py", MODEL)
+        self.out = os.path.join(self.scratch.dir.name, "out.pb")
+
+    def assert_no_output(self):
+        self.assertEqual(sorted(os.listdir(self.scratch.dir.name)),
+                         sorted(f for f in os.listdir(self.scratch.dir.name) if f.endswith(".py")))
+
+    def assert_export_error(self, result, *fragments):
+        self.assert_one_line_error(result, *fragments)
+        self.assert_no_output()
+
+    # BadInput's inspect-specific cases, run through dynamo-export.
+    def test_missing_script(self):
+        self.assert_export_error(export("/nonexistent/dir/model.py", "--fn", "f", "-o", self.out),
+                                 "does not exist")
+
+    def test_directory_instead_of_script(self):
+        self.assert_export_error(export(self.scratch.dir.name, "--fn", "f", "-o", self.out),
+                                 "not a regular file")
+
+    def test_syntax_error(self):
+        bad = self.scratch.write("bad.py", "def f(x):\n    return x +\n")
+        self.assert_export_error(export(bad, "--fn", "f", "-o", self.out), "SyntaxError", "line 2")
+
+    def test_exception_at_import(self):
+        bad = self.scratch.write("raises.py", "raise ValueError('no weights here')\n")
+        self.assert_export_error(export(bad, "--fn", "f", "-o", self.out), "ValueError: no weights here")
+
+    def test_missing_import_in_script(self):
+        bad = self.scratch.write("imports.py", "import definitely_not_a_module_xyz\n")
+        self.assert_export_error(export(bad, "--fn", "f", "-o", self.out), "ModuleNotFoundError")
+
+    def test_unknown_fn(self):
+        self.assert_export_error(export(self.model, "--fn", "backward", "-i", "f32[4]", "-o", self.out),
+                                 "no attribute 'backward'")
+
+    def test_unknown_method(self):
+        self.assert_export_error(export(self.model, "--fn", "net.backward", "-o", self.out),
+                                 "'net' has no attribute 'backward'")
+
+    def test_not_a_function(self):
+        self.assert_export_error(export(self.model, "--fn", "net", "-o", self.out),
+                                 "did you mean 'net.forward'")
+
+    def test_missing_fn_flag(self):
+        result = export(self.model, "-o", self.out)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("--fn", result.stderr)
+        self.assert_no_output()
+
+    def test_traceback_on_request(self):
+        bad = self.scratch.write("raises.py", "raise ValueError('x')\n")
+        result = export(bad, "--fn", "f", "-o", self.out, "--traceback")
+        self.assertIn("Traceback (most recent call last)", result.stderr)
+
+    def test_malformed_specs(self):
+        for spec, fragment in [("f32[2,x]", "position 7"), ("f33[2]", "a dtype"), ("f32[2", "']'"),
+                               ("[f32[2],", "a value or ']'"), ("i64[2]:grad", "floating point"),
+                               ("int:x", "an int")]:
+            with self.subTest(spec=spec):
+                self.assert_export_error(
+                    export(self.model, "--fn", "net.forward", "-i", spec, "-o", self.out), fragment)
+
+    def test_wrong_argument_count(self):
+        self.assert_export_error(export(self.model, "--fn", "net.forward", "-o", self.out),
+                                 "missing required argument 'x'")
+        self.assert_export_error(
+            export(self.model, "--fn", "net.forward", "-i", "f32[5,4]", "-i", "int:2", "-i", "int:3",
+                   "-o", self.out), "positional arguments but 4 were given")
+        self.assert_export_error(
+            export(self.model, "--fn", "net.forward", "-i", "f32[5,4]", "-i", "y=int:3", "-o", self.out),
+            "unexpected keyword argument 'y'")
+
+    def test_unwritable_output(self):
+        self.assert_export_error(
+            export(self.model, "--fn", "net.forward", "-i", "f32[5,4]", "-o", "/nonexistent/out.pb"),
+            "does not exist")
+        self.assert_export_error(
+            export(self.model, "--fn", "net.forward", "-i", "f32[5,4]", "-o", self.scratch.dir.name),
+            "is a directory")
+
+    def test_graph_break_is_a_located_error(self):
+        self.assert_export_error(export(self.model, "--fn", "branchy", "-i", "f32[3]", "-o", self.out),
+                                 "model.py:15: graph break:", "DATA_DEPENDENT_BRANCH",
+                                 "if x.sum() > 0:", "hint: ")
+
+    def test_deterministic_and_loadable(self):
+        args = ["--fn", "net.forward", "-i", "x=f32[5,4]", "--weights", "embed"]
+        first = export(self.model, *args, "-o", self.out)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        again = os.path.join(self.scratch.dir.name, "again.pb")
+        second = export(self.model, *args, "-o", again)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        with open(self.out, "rb") as a, open(again, "rb") as b:
+            self.assertEqual(a.read(), b.read(), "the same export twice must be byte-identical")
+        import torch
+        from dynamo.loader import load
+        sys.path.insert(0, self.scratch.dir.name)
+        import model  # noqa: E402  -- the script under test
+        gm, capture = load(self.out)
+        x = torch.randn(5, 4)
+        self.assertTrue(torch.allclose(gm(x), model.net(x)))
+        self.assertEqual(capture.function_name, "Net.forward")
+        self.assertEqual(capture.python_version.split(".")[:2], ["3", "11"])
+
+    def test_formats_and_external_weights(self):
+        for fmt in ("pbtxt", "json"):
+            out = os.path.join(self.scratch.dir.name, f"out.{fmt}")
+            result = export(self.model, "--fn", "net.forward", "--example-inputs", "examples",
+                            "--format", fmt, "-o", out)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            with open(out) as f:
+                text = f.read()
+            self.assertIn("torch.nn.functional.linear", text)
+        result = export(self.model, "--fn", "net.forward", "-i", "f32[5,4]", "--weights", "external",
+                        "-o", self.out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue(os.path.exists(self.out + ".weights"))
+        import torch
+        from dynamo.loader import load
+        gm, _ = load(self.out)
+        self.assertEqual(gm.fc.weight.shape, torch.Size([3, 4]))
+
+
 if __name__ == "__main__":
     INSPECT = os.path.abspath(sys.argv.pop(1))
+    EXPORT = os.path.abspath(sys.argv.pop(1))
     unittest.main(verbosity=2)

@@ -539,3 +539,54 @@ CASES = [
     ("helper", ["f32[3]", "b=float:3.0", "c=float:0.5"], lambda: Call(r(3), b=3.0, c=0.5)),
     ("varargs", ["f32[2]", "f32[2]", "scale=float:3.0"], lambda: Call(r(2), r(2), scale=3.0)),
 ]
+
+
+# --- guards against real calls ------------------------------------------------
+class Mutation:
+    """Arguments that are only valid while some state is changed; undo() restores it."""
+
+    def __init__(self, args, undo):
+        self.args, self.undo = args, undo
+
+
+def _train(module, *args):
+    module.train()
+    return Mutation(args, module.eval)
+
+
+def _set_global(name, value, *args):
+    old = globals()[name]
+    globals()[name] = value
+    return Mutation(args, lambda: globals().__setitem__(name, old))
+
+
+# (target, specs, [(what, make_inputs, the guard source expected to fail or None)])
+GUARD_SCENARIOS = [
+    ("scalar_args", ["f32[3]", "int:3", "float:0.25"], [
+        ("matching inputs", lambda: (r(3), 3, 0.25), None),
+        ("a float64 tensor", lambda: (r(3, dtype=torch.float64), 3, 0.25), "L['x']"),
+        ("another shape", lambda: (r(4), 3, 0.25), "L['x']"),
+        ("a non-contiguous tensor", lambda: (r(6)[::2], 3, 0.25), "L['x']"),
+        ("requires_grad", lambda: (r(3).requires_grad_(), 3, 0.25), "L['x']"),
+        ("another int", lambda: (r(3), 4, 0.25), "L['n']"),
+        ("another float", lambda: (r(3), 3, 0.5), "L['f']"),
+    ]),
+    ("flag_eval.forward", ["f32[3]"], [
+        ("matching inputs", lambda: (r(3),), None),
+        ("train() mode", lambda: _train(flag_eval, r(3)), "L['self'].training"),
+    ]),
+    ("global_reads", ["f32[4]"], [
+        ("matching inputs", lambda: (r(4),), None),
+        ("a changed global", lambda: _set_global("SCALE", 0.75, r(4)), "G['SCALE']"),
+        ("a changed global string", lambda: _set_global("MODE", "tanh", r(4)), "G['MODE']"),
+    ]),
+    ("loop_list", ["[f32[2],f32[2],f32[2]]"], [
+        ("matching inputs", lambda: ([r(2), r(2), r(2)],), None),
+        ("a longer list", lambda: ([r(2), r(2), r(2), r(2)],), "L['xs']"),
+        ("an element's dtype", lambda: ([r(2), r(2, dtype=torch.float64), r(2)],), "L['xs'][1]"),
+    ]),
+    ("none_arg", ["f32[3]", "None"], [
+        ("matching inputs", lambda: (r(3), None), None),
+        ("a tensor instead of None", lambda: (r(3), r(3)), "L['bias']"),
+    ]),
+]

@@ -89,3 +89,25 @@ def run_case(pb_path, fn, make_inputs):
     graph = recorder.run(*placeholders)
     _compare(eager, graph, "output", problems)
     return problems, recorder.checked
+
+
+def check_guard_scenarios(pb_path, fn, scenarios):
+    """Each scenario's inputs must fail exactly on the expected guard source
+    (or pass when None is expected). Returns problems."""
+    from dynamo.loader import read_capture
+    capture = read_capture(pb_path)
+    problems = []
+    for what, make, expected in scenarios:
+        made = make()
+        undo = getattr(made, "undo", None)
+        args = made.args if undo else made
+        try:
+            failure = check_guards(capture, fn, args)
+        finally:
+            if undo:
+                undo()
+        got = failure[0].source if failure else None
+        if got != expected:
+            detail = failure[1] if failure else "all guards hold"
+            problems.append(f"{what}: expected the guard on {expected} to fail, got {got} ({detail})")
+    return problems

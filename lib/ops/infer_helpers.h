@@ -1,0 +1,117 @@
+// The shared rules every op entry is built from: torch's type promotion,
+// broadcasting, dim wrapping, reductions, and the construction of outputs.
+// Each reproduces the ATen rule of the same name (c10::promoteTypes,
+// at::result_type, at::infer_size, c10::maybe_wrap_dim, ...) so that an entry
+// reads like its ATen definition:
+//
+//   absl::StatusOr<DType> dtype = ResultType({args.Get("input"), args.Get("other")});
+//   absl::StatusOr<std::vector<int64_t>> sizes = BroadcastShapes(a.sizes, b.sizes);
+//   return Output(*dtype, *sizes, {a, b});
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "lib/ops/registry.h"
+#include "lib/ops/value.h"
+
+namespace dynamo::ops {
+
+// The dtype torch.get_default_dtype() returns in a fresh process; Python
+// floats and integer-to-float promotions use it.
+inline constexpr DType kDefaultFloat = DType::kFloat32;
+
+// ---------------------------------------------------------------- dtypes
+// A set of dtypes (bit i = DType i), for kernel coverage declarations.
+using DTypeSet = uint32_t;
+constexpr DTypeSet Bit(DType d) { return 1u << static_cast<unsigned>(d); }
+inline constexpr DTypeSet kNoDTypes = 0;
+inline constexpr DTypeSet kHalf = Bit(DType::kFloat16);
+inline constexpr DTypeSet kBoolSet = Bit(DType::kBool);
+inline constexpr DTypeSet kIntegralSet = Bit(DType::kUInt8) | Bit(DType::kInt8) |
+                                         Bit(DType::kInt16) | Bit(DType::kInt32) |
+                                         Bit(DType::kInt64);
+inline constexpr DTypeSet kFloatingSet = Bit(DType::kFloat16) | Bit(DType::kBFloat16) |
+                                         Bit(DType::kFloat32) | Bit(DType::kFloat64);
+inline constexpr DTypeSet kComplexSet = Bit(DType::kComplex64) | Bit(DType::kComplex128);
+inline constexpr bool InSet(DTypeSet set, DType d) { return (set & Bit(d)) != 0; }
+
+// c10::promoteTypes.
+DType PromoteTypes(DType a, DType b);
+// c10::canCast: no float->integral, complex->non-complex, non-bool->bool.
+bool CanCast(DType from, DType to);
+// at::result_type over tensors and Python numbers (None ignored): dimensioned
+// tensors outrank 0-dim tensors, which outrank Python numbers, unless a lower
+// rank brings a higher category (bool < integral < floating < complex).
+absl::StatusOr<DType> ResultType(absl::Span<const Value* const> operands);
+absl::StatusOr<DType> ResultType(std::initializer_list<const Value*> operands);
+// The dtype a Python number becomes as a tensor (bool, int64, default float).
+DType NumberDType(const Value& number);
+// Integral (and bool) -> the default float; floats and complex unchanged.
+DType ToFloatIfIntegral(DType d);
+// Rejects what torch's CPU kernels do not implement (e.g. "sin" on float16 in
+// torch 1.13). Only checked on the CPU: other devices have other kernels.
+// Reductions and softmax return before dispatching on empty inputs: they
+// pass `numel`, and 0 skips the check.
+absl::Status CheckKernel(absl::string_view kernel, DType dtype, const Device& device,
+                         DTypeSet unsupported_on_cpu, int64_t numel = 1);
+
+// ---------------------------------------------------------------- shapes
+// at::infer_size: numpy-style broadcasting, with torch's message on mismatch.
+absl::StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<int64_t>& a,
+                                                     const std::vector<int64_t>& b);
+// c10::maybe_wrap_dim; a 0-dim tensor accepts dims -1 and 0.
+absl::StatusOr<int64_t> WrapDim(int64_t dim, int64_t ndim);
+// Wraps a list of dims and rejects repeats ("dim 1 appears multiple times").
+absl::StatusOr<std::vector<bool>> DimMask(const std::vector<int64_t>& dims, int64_t ndim);
+// The sizes after reducing `mask`'s dims (all dims when the mask is empty).
+std::vector<int64_t> ReducedSizes(const std::vector<int64_t>& sizes, const std::vector<bool>& mask,
+                                  bool keepdim);
+int64_t Numel(const std::vector<int64_t>& sizes);
+// at::infer_size for view/reshape: one -1 inferred, products must agree.
+absl::StatusOr<std::vector<int64_t>> InferViewSize(const std::vector<int64_t>& shape, int64_t numel);
+
+// ---------------------------------------------------------------- outputs
+// The device and requires_grad of an output computed from `inputs`, and the
+// check that tensors on different devices are not mixed (0-dim CPU tensors
+// may join others, as in torch).
+absl::StatusOr<Device> CommonDevice(absl::Span<const Value* const> inputs);
+bool AnyRequiresGrad(absl::Span<const Value* const> inputs);
+// A fresh contiguous output. requires_grad follows the inputs where the
+// output dtype can carry gradients (floating and complex).
+TensorMeta NewTensor(DType dtype, std::vector<int64_t> sizes, const Device& device,
+                     bool inputs_require_grad);
+// The strides TensorIterator gives an output it allocates for `inputs`
+// broadcast to `shape` (at::TensorIteratorBase::fast_set_up, then
+// reorder_dimensions: the output follows the inputs' memory order, so
+// pointwise ops on transposed or channels-last tensors keep that layout).
+// Empty when an input's strides are not known.
+std::vector<int64_t> IteratorStrides(const std::vector<int64_t>& shape,
+                                     absl::Span<const Value* const> inputs);
+// A pointwise op's output, laid out by IteratorStrides.
+TensorMeta PointwiseOutput(DType dtype, std::vector<int64_t> sizes,
+                           absl::Span<const Value* const> inputs, const Device& device);
+// torch's is_non_overlapping_and_dense: some permutation of a contiguous layout.
+bool IsNonOverlappingAndDense(const TensorMeta& t);
+// The strides empty_like(t, memory_format=preserve_format) gives: a dense,
+// non-overlapping layout is kept; otherwise contiguous below 4-D, and
+// untracked (empty) from 4-D on, where torch consults suggest_memory_format.
+std::vector<int64_t> PreservedStrides(const TensorMeta& t);
+// In-place ops refuse outputs where several elements share memory (an
+// expanded tensor): at::assert_no_internal_overlap.
+absl::Status CheckNoInternalOverlap(const TensorMeta& t);
+// A view of `base` with the given geometry (keeps dtype, device, grad).
+TensorMeta ViewOf(const TensorMeta& base, std::vector<int64_t> sizes, std::vector<int64_t> strides);
+
+// Error helpers, so messages look alike.
+absl::Status TypeError(absl::string_view message);
+absl::Status ValueError(absl::string_view message);
+
+// Collects tensors out of the listed arguments (nested lists included).
+std::vector<const Value*> TensorsOf(std::initializer_list<const Value*> values);
+
+}  // namespace dynamo::ops

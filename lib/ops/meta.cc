@@ -1,0 +1,103 @@
+#include "lib/ops/meta.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+
+namespace dynamo::ops {
+namespace {
+
+constexpr std::array<absl::string_view, kNumDTypes> kNames = {
+    "bool",    "uint8",    "int8",    "int16",   "int32",     "int64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128"};
+
+}  // namespace
+
+absl::string_view DTypeName(DType dtype) { return kNames[static_cast<size_t>(dtype)]; }
+
+std::optional<DType> DTypeFromName(absl::string_view name) {
+  absl::ConsumePrefix(&name, "torch.");
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    if (kNames[i] == name) return static_cast<DType>(i);
+  }
+  struct Alias {
+    absl::string_view name;
+    DType dtype;
+  };
+  static constexpr Alias kAliases[] = {
+      {"float", DType::kFloat32}, {"double", DType::kFloat64}, {"half", DType::kFloat16},
+      {"long", DType::kInt64},    {"int", DType::kInt32},      {"short", DType::kInt16},
+      {"cfloat", DType::kComplex64}, {"cdouble", DType::kComplex128}};
+  for (const Alias& a : kAliases) {
+    if (a.name == name) return a.dtype;
+  }
+  return std::nullopt;
+}
+
+bool IsFloating(DType d) {
+  return d == DType::kFloat16 || d == DType::kBFloat16 || d == DType::kFloat32 ||
+         d == DType::kFloat64;
+}
+bool IsComplex(DType d) { return d == DType::kComplex64 || d == DType::kComplex128; }
+bool IsIntegral(DType d, bool include_bool) {
+  if (d == DType::kBool) return include_bool;
+  return d == DType::kUInt8 || d == DType::kInt8 || d == DType::kInt16 || d == DType::kInt32 ||
+         d == DType::kInt64;
+}
+
+std::string DeviceName(const Device& device) {
+  if (device.index < 0) return device.type;
+  return absl::StrCat(device.type, ":", device.index);
+}
+
+TensorMeta TensorMeta::Contiguous(DType dtype, std::vector<int64_t> sizes, Device device) {
+  TensorMeta m;
+  m.dtype = dtype;
+  m.strides = ContiguousStrides(sizes);
+  m.sizes = std::move(sizes);
+  m.device = std::move(device);
+  return m;
+}
+
+int64_t TensorMeta::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s == kDynamicSize) return -1;
+    n *= s;
+  }
+  return n;
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t running = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = running;
+    // torch multiplies by max(size, 1): a size-0 dim does not zero the rest.
+    running *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+  return strides;
+}
+
+bool IsContiguous(const TensorMeta& meta) {
+  if (!meta.has_strides()) return false;
+  if (meta.numel() == 0) return true;
+  int64_t expected = 1;
+  for (size_t i = meta.sizes.size(); i-- > 0;) {
+    if (meta.sizes[i] == 1) continue;
+    if (meta.strides[i] != expected) return false;
+    expected *= meta.sizes[i];
+  }
+  return true;
+}
+
+std::string ToString(const TensorMeta& meta) {
+  std::vector<std::string> dims;
+  for (int64_t s : meta.sizes) dims.push_back(s == kDynamicSize ? "?" : absl::StrCat(s));
+  return absl::StrCat(DTypeName(meta.dtype), "[", absl::StrJoin(dims, ", "), "]");
+}
+
+}  // namespace dynamo::ops
