@@ -18,7 +18,10 @@ std::string SourceDir() {
 python::Object ImportTestModule(absl::string_view name) {
   static bool path_added = false;
   if (!path_added) {
+    // The test helpers, and the build's `dynamo` package (loader, guards).
     PyObject* sys_path = PySys_GetObject("path");
+    python::Object package = python::FromString(DYNAMO_PYTHONPATH);
+    PyList_Insert(sys_path, 0, package.get());
     python::Object dir = python::FromString(SourceDir() + "/test/python");
     PyList_Insert(sys_path, 0, dir.get());
     path_added = true;

@@ -439,6 +439,32 @@ InferFn ActivationFn(Activation a, absl::string_view self = "input") {
   };
 }
 
+// F.pad, constant mode: pairs of (before, after) from the last dim backwards.
+absl::StatusOr<Value> Pad(const Args& args) {
+  const TensorMeta& x = args.Tensor("input");
+  const std::vector<int64_t> pad = args.IntList("pad");
+  const std::string& mode = args.Get("mode").as_string();
+  if (mode != "constant") {
+    return absl::UnimplementedError(absl::StrCat("F.pad with mode='", mode, "' is not modelled yet"));
+  }
+  if (pad.size() % 2 != 0) return absl::InvalidArgumentError("Padding length must be divisible by 2");
+  if (static_cast<int64_t>(pad.size()) / 2 > x.dim()) {
+    return absl::InvalidArgumentError("Padding length too large");
+  }
+  std::vector<int64_t> sizes = x.sizes;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const size_t d = sizes.size() - 1 - i;
+    const int64_t size = sizes[d] + pad[2 * i] + pad[2 * i + 1];
+    if (size < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "The input size ", sizes[d], ", plus negative padding ", pad[2 * i], " and ", pad[2 * i + 1],
+          " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input."));
+    }
+    sizes[d] = size;
+  }
+  return Value(LikeInput(x, x.dtype, std::move(sizes), x.requires_grad));
+}
+
 absl::StatusOr<Value> Triangle(const Args& args, absl::string_view self, absl::string_view name) {
   const TensorMeta& x = args.Tensor(self);
   if (x.dim() < 2) {
@@ -509,6 +535,7 @@ void RegisterNnOps(Registry& r) {
         ActivationFn({"silu", kBoolSet | kIntegralSet | kHalf}));
   r.Add(f + "leaky_relu", {"Tensor input, float negative_slope=0.01, bool inplace=False"}, kPointwise,
         ActivationFn({"leaky_relu", kBoolSet | kIntegralSet | kHalf}));
+  r.Add(f + "pad", {"Tensor input, int[] pad, str mode=\"constant\", float? value=None"}, 0, Pad);
   r.Alias(f + "sigmoid", "torch.sigmoid");
   r.Alias(f + "tanh", "torch.tanh");
   for (absl::string_view name : {"triu", "tril"}) {

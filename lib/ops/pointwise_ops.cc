@@ -342,6 +342,39 @@ InferFn MaskedFill(bool inplace) {
   };
 }
 
+// fill_(value), zero_(), copy_(src): in-place writes that keep self's metadata.
+absl::StatusOr<Value> Fill(const Args& args) {
+  const Value& self = args.Get("self");
+  if (absl::Status s = CheckNoInternalOverlap(self.as_tensor()); !s.ok()) return s;
+  const Value& value = args.Get("value");
+  if (value.is_tensor() && value.as_tensor().dim() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("fill_ only supports 0-dimension value tensor but got tensor with ",
+                                                   value.as_tensor().dim(), " dimensions."));
+  }
+  return self;
+}
+
+absl::StatusOr<Value> Zero(const Args& args) {
+  const Value& self = args.Get("self");
+  if (absl::Status s = CheckNoInternalOverlap(self.as_tensor()); !s.ok()) return s;
+  return self;
+}
+
+absl::StatusOr<Value> Copy(const Args& args) {
+  const Value& self = args.Get("self");
+  const TensorMeta& t = self.as_tensor();
+  if (absl::Status s = CheckNoInternalOverlap(t); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> b = BroadcastShapes(t.sizes, args.Tensor("src").sizes);
+  if (!b.ok()) return b.status();
+  if (*b != t.sizes) {
+    return absl::InvalidArgumentError(absl::StrCat("copy_: src of shape [", absl::StrJoin(args.Tensor("src").sizes, ", "),
+                                                   "] cannot be broadcast to self's [", absl::StrJoin(t.sizes, ", "), "]"));
+  }
+  TensorMeta out = t;
+  out.requires_grad = t.requires_grad || args.Tensor("src").requires_grad;
+  return Value(std::move(out));
+}
+
 constexpr DTypeSet kHalfOnly = kHalf;
 
 }  // namespace
@@ -447,6 +480,9 @@ void RegisterPointwiseOps(Registry& r) {
         kPointwise | kInplace, MaskedFill(true));
   r.Add("torch.masked_fill", {"Tensor self, Tensor mask, Tensor|Number value"}, kPointwise,
         MaskedFill(false));
+  r.Add("Tensor.fill_", {"Tensor self, Tensor|Number value"}, kInplace, Fill);
+  r.Add("Tensor.zero_", {"Tensor self"}, kInplace, Zero);
+  r.Add("Tensor.copy_", {"Tensor self, Tensor src, bool non_blocking=False"}, kInplace, Copy);
 }
 
 }  // namespace dynamo::ops

@@ -242,6 +242,40 @@ InferFn Scan(absl::string_view name, ScanKind kind, absl::string_view self) {
   };
 }
 
+// sort(input, dim=-1, descending=False): values keep self's dense layout.
+InferFn Sort(absl::string_view self) {
+  return [self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
+    const TensorMeta& t = args.Tensor(self);
+    absl::StatusOr<int64_t> dim = WrapDim(args.Int("dim"), t.dim());
+    if (!dim.ok()) return dim.status();
+    TensorMeta values = NewTensor(t.dtype, t.sizes, t.device, t.requires_grad);
+    values.strides = PreservedStrides(t);
+    TensorMeta indices = NewTensor(DType::kInt64, t.sizes, t.device, false);
+    indices.strides = values.strides;
+    return Value::Tuple({Value(std::move(values)), Value(std::move(indices))});
+  };
+}
+
+// topk(input, k, dim=-1, largest=True, sorted=True): dim shrinks to k.
+InferFn TopK(absl::string_view self) {
+  return [self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
+    const TensorMeta& t = args.Tensor(self);
+    absl::StatusOr<int64_t> dim = WrapDim(args.Int("dim"), t.dim());
+    if (!dim.ok()) return dim.status();
+    const int64_t k = args.Int("k");
+    const int64_t size = t.dim() == 0 ? 1 : t.sizes[static_cast<size_t>(*dim)];
+    if (k < 0 || k > size) return absl::OutOfRangeError("selected index k out of range");
+    if (absl::Status s = CheckKernel("topk", t.dtype, t.device, kBoolSet | kHalf); !s.ok()) return s;
+    std::vector<int64_t> sizes = t.sizes;
+    if (t.dim() > 0) sizes[static_cast<size_t>(*dim)] = k;
+    TensorMeta values = NewTensor(t.dtype, sizes, t.device, t.requires_grad);
+    TensorMeta indices = NewTensor(DType::kInt64, sizes, t.device, false);
+    values.strides.clear();  // topk restrides its outputs like its input: not tracked
+    indices.strides.clear();
+    return Value::Tuple({Value(std::move(values)), Value(std::move(indices))});
+  };
+}
+
 void AddBoth(Registry& r, absl::string_view name, std::vector<absl::string_view> fn_sigs,
              std::vector<absl::string_view> method_sigs, uint32_t tags,
              const std::function<InferFn(absl::string_view self)>& make) {
@@ -307,6 +341,11 @@ void RegisterReductionOps(Registry& r) {
             {"Tensor self", "Tensor self, int dim, bool keepdim=False"}, kReduction,
             [name](absl::string_view self) { return AllAny(name, self); });
   }
+  AddBoth(r, "sort", {"Tensor input, int dim=-1, bool descending=False", "Tensor input, *, bool? stable, int dim=-1, bool descending=False"},
+          {"Tensor self, int dim=-1, bool descending=False", "Tensor self, *, bool? stable, int dim=-1, bool descending=False"},
+          0, Sort);
+  AddBoth(r, "topk", {"Tensor input, int k, int dim=-1, bool largest=True, bool sorted=True"},
+          {"Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True"}, 0, TopK);
   AddBoth(r, "cumsum", {"Tensor input, int dim, *, dtype? dtype=None"},
           {"Tensor self, int dim, *, dtype? dtype=None"}, 0,
           [](absl::string_view self) { return Scan("cumsum", ScanKind::kCumsum, self); });

@@ -644,6 +644,67 @@ absl::StatusOr<Value> Matmul(const TensorMeta& a, const TensorMeta& b) {
   return Value(NewTensor(a.dtype, std::move(sizes), a.device, grad));
 }
 
+absl::StatusOr<Value> Flip(const TensorMeta& t, const std::vector<int64_t>& dims) {
+  absl::StatusOr<std::vector<bool>> mask = DimMask(dims, t.dim());
+  if (!mask.ok()) return mask.status();
+  TensorMeta out = NewTensor(t.dtype, t.sizes, t.device, t.requires_grad);
+  out.strides = PreservedStrides(t);  // flip allocates with empty_like(preserve_format)
+  return Value(std::move(out));
+}
+
+absl::StatusOr<Value> Roll(const TensorMeta& t, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
+  if (shifts.empty()) return absl::InvalidArgumentError("`shifts` required");
+  if (dims.empty() && shifts.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("shifts and dimensions must align. shifts: ", shifts.size(),
+                                                   ", dims:", dims.size()));
+  }
+  if (!dims.empty() && dims.size() != shifts.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("shifts and dimensions must align. shifts: ", shifts.size(),
+                                                   ", dims:", dims.size()));
+  }
+  for (int64_t d : dims) {
+    if (absl::StatusOr<int64_t> w = WrapDim(d, t.dim()); !w.ok()) return w.status();
+  }
+  return Value(NewTensor(t.dtype, t.sizes, t.device, t.requires_grad));
+}
+
+absl::StatusOr<Value> Unflatten(const TensorMeta& t, int64_t dim_arg, const std::vector<int64_t>& sizes) {
+  if (t.dim() == 0) return absl::InvalidArgumentError("unflatten: Dimension specified as 0 but tensor has no dimensions");
+  absl::StatusOr<int64_t> dim = WrapDim(dim_arg, t.dim());
+  if (!dim.ok()) return dim.status();
+  if (sizes.empty()) return absl::InvalidArgumentError("unflatten: sizes must be non-empty");
+  const int64_t size = t.sizes[static_cast<size_t>(*dim)];
+  absl::StatusOr<std::vector<int64_t>> inferred = InferViewSize(sizes, size);
+  if (!inferred.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("unflatten: Provided sizes ", Dims(sizes),
+                                                   " don't multiply up to the size of dim ", *dim, " (", size,
+                                                   ") in the input tensor"));
+  }
+  std::vector<int64_t> shape(t.sizes.begin(), t.sizes.begin() + *dim);
+  shape.insert(shape.end(), inferred->begin(), inferred->end());
+  shape.insert(shape.end(), t.sizes.begin() + *dim + 1, t.sizes.end());
+  return View(t, shape, "unflatten");
+}
+
+// addmm(input, mat1, mat2, *, beta, alpha): mm plus a bias broadcast to it.
+absl::StatusOr<Value> Addmm(const Args& args) {
+  const TensorMeta& bias = args.Tensor("input");
+  const TensorMeta& a = args.Tensor("mat1");
+  const TensorMeta& b = args.Tensor("mat2");
+  absl::StatusOr<Value> mm = Mm(a, b);
+  if (!mm.ok()) return mm;
+  const std::vector<int64_t>& sizes = mm->as_tensor().sizes;
+  absl::StatusOr<std::vector<int64_t>> bs = BroadcastShapes(sizes, bias.sizes);
+  if (!bs.ok() || *bs != sizes) {
+    return absl::InvalidArgumentError(absl::StrCat("The expanded size of the input ", Dims(bias.sizes),
+                                                   " does not match the result ", Dims(sizes)));
+  }
+  if (bias.dtype != a.dtype) return absl::InvalidArgumentError("self and mat2 must have the same dtype");
+  TensorMeta out = mm->as_tensor();
+  out.requires_grad = out.requires_grad || bias.requires_grad;
+  return Value(std::move(out));
+}
+
 void AddBoth(Registry& r, absl::string_view name, absl::string_view fn_sig, absl::string_view method_sig,
              uint32_t tags, const std::function<InferFn(absl::string_view)>& make) {
   r.Add(absl::StrCat("torch.", name), {fn_sig}, tags, make("input"));
@@ -688,6 +749,22 @@ void RegisterShapeOps(Registry& r) {
   });
   r.Add("Tensor.expand", {"Tensor self, *int[] size"}, kView,
         [](const Args& a) { return Expand(a.Tensor("self"), a.IntList("size")); });
+  r.Add("torch.broadcast_to", {"Tensor input, int[] size"}, kView,
+        [](const Args& a) { return Expand(a.Tensor("input"), a.IntList("size")); });
+  r.Add("Tensor.broadcast_to", {"Tensor self, int[] size"}, kView,
+        [](const Args& a) { return Expand(a.Tensor("self"), a.IntList("size")); });
+  r.Add("Tensor.unflatten", {"Tensor self, int dim, int[] sizes"}, kView,
+        [](const Args& a) { return Unflatten(a.Tensor("self"), a.Int("dim"), a.IntList("sizes")); });
+  AddBoth(r, "flip", "Tensor input, int[] dims", "Tensor self, *int[] dims", 0, [](absl::string_view self) {
+    return [self = std::string(self)](const Args& a) { return Flip(a.Tensor(self), a.IntList("dims")); };
+  });
+  AddBoth(r, "roll", "Tensor input, int[1] shifts, int[1] dims=[]", "Tensor self, int[1] shifts, int[1] dims=[]", 0,
+          [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) {
+              return Roll(a.Tensor(self), a.IntList("shifts"), a.IntList("dims"));
+            };
+          });
+  r.Add("torch.addmm", {"Tensor input, Tensor mat1, Tensor mat2, *, Number beta=1, Number alpha=1"}, 0, Addmm);
   r.Add("Tensor.expand_as", {"Tensor self, Tensor other"}, kView,
         [](const Args& a) { return Expand(a.Tensor("self"), a.Tensor("other").sizes); });
   AddBoth(r, "narrow", "Tensor input, int dim, int start, int length", "Tensor self, int dim, int start, int length",

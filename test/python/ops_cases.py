@@ -1197,3 +1197,81 @@ def _models():
         blk.train(train)
         out.append((blk, (torch.randint(0, 50, (2, 12)),)))
     return out
+
+
+# ---------------------------------------------------------------- more
+@gen("Tensor.fill_", "Tensor.zero_", "Tensor.copy_")
+def _writes(name):
+    for d in DTYPES:
+        for x in [T(2, 3, dtype=d), T(3, 2, dtype=d, layout="transposed"), T(2, 3, dtype=d, layout="expanded"),
+                  T(dtype=d), T(0, 3, dtype=d)]:
+            if name == "Tensor.fill_":
+                for v in (1, 2.5, True, T(), T(1)):
+                    yield (x, v), {}
+            elif name == "Tensor.zero_":
+                yield (x,), {}
+            else:
+                for src in (T(3), T(2, 3, dtype=torch.float64), T(4), T(1, 1), T(2, 1, 3)):
+                    yield (x, src), {}
+
+
+@gen("torch.broadcast_to", "Tensor.broadcast_to")
+def _broadcast_to(name):
+    for x in [T(3, 1), T(1, 3, layout="transposed"), T(), T(3)]:
+        for tgt in [(3, 4), (2, 3, 4), (-1, 4), (3,), (2, -1, 3), (0, 3)]:
+            yield (x, tgt), {}
+
+
+@gen("Tensor.unflatten")
+def _unflatten(name):
+    for x in list(layouts(2, 6)) + [T(), T(0, 4)]:
+        for dim, sizes in [(1, (2, 3)), (-1, (3, -1)), (1, (4, 2)), (0, (1, 2)), (1, (6,)), (1, ()), (2, (1, 2)),
+                           (1, (-1, -1))]:
+            yield (x, dim, sizes), {}
+
+
+@gen("torch.flip", "Tensor.flip", "torch.roll", "Tensor.roll")
+def _flip(name):
+    for d in (torch.float32, torch.int64, torch.bool):
+        for x in list(layouts(3, 4, dtype=d)) + [T(dtype=d), T(0, 2, dtype=d), T(2, 3, 4, 5, dtype=d, layout="channels_last")]:
+            if "flip" in name:
+                for dims in [(0,), (0, 1), (-1,), (), (0, 0), (2,)]:
+                    yield (x, dims), {}
+                    if name.startswith("Tensor."):
+                        yield (x, *dims), {}
+            else:
+                for args in [(1,), (1, 0), ((1, 2), (0, 1)), ((1, 2), (0,)), ((1, 2),), (1, 2)]:
+                    yield (x, *args), {}
+
+
+@gen("torch.sort", "Tensor.sort", "torch.topk", "Tensor.topk")
+def _sort(name):
+    for d in DTYPES:
+        for x in list(layouts(3, 4, dtype=d)) + [T(dtype=d), T(0, 2, dtype=d), T(2, 3, 4, 5, dtype=d, layout="channels_last")]:
+            if "sort" in name:
+                yield (x,), {}
+                yield (x, 0, True), {}
+                yield (x,), {"dim": -2, "stable": True}
+                yield (x, 2), {}
+            else:
+                for k, dim in [(1, -1), (2, 0), (0, 1), (5, -1), (3, 1)]:
+                    yield (x, k, dim), {}
+                yield (x, 1), {"largest": False}
+
+
+@gen("torch.addmm")
+def _addmm(name):
+    for d in NN_DTYPES:
+        yield (T(3, dtype=d), T(2, 4, dtype=d), T(4, 3, dtype=d)), {}
+    for bias in [T(2, 3), T(1, 3), T(2, 1), T(), T(4), T(2, 3, dtype=torch.float64)]:
+        yield (bias, T(2, 4), T(4, 3)), {}
+    yield (T(3), T(2, 4), T(5, 3)), {}
+    yield (T(3), T(2, 4), T(4, 3)), {"beta": 0.5, "alpha": 2}
+
+
+@gen(NN + "pad")
+def _pad(name):
+    for x in list(layouts(2, 3)) + [T(2, 3, 4, 5, layout="channels_last"), T(3), T()]:
+        for pad in [(1, 1), (1, 2, 3, 4), (0, 0), (-1, 0), (-2, -2), (1,), (1, 1, 1, 1, 1, 1), (2, -1, -1, 0)]:
+            yield (x, pad), {}
+        yield (x, (1, 1)), {"value": 2.0}
