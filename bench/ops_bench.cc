@@ -39,7 +39,9 @@ struct OpCall {
   std::vector<Kwarg> kwargs;
 };
 
-Value T(std::vector<int64_t> sizes) { return Value(TensorMeta::Contiguous(DType::kFloat32, std::move(sizes))); }
+Value T(std::vector<int64_t> sizes) {
+  return Value(TensorMeta::Contiguous(DType::kFloat32, std::move(sizes)));
+}
 
 // Keep in step with kTorchMix below.
 std::vector<OpCall> Mix() {
@@ -115,7 +117,8 @@ void BM_RegistryInfer(benchmark::State& state) {
       ++calls;
     }
   }
-  state.counters["calls/s"] = benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsRate);
+  state.counters["calls/s"] =
+      benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsRate);
 }
 
 void BM_TorchMetaDevice(benchmark::State& state) {
@@ -130,7 +133,8 @@ void BM_TorchMetaDevice(benchmark::State& state) {
     }
     calls += static_cast<size_t>(PyLong_AsLongLong(n->get()));
   }
-  state.counters["calls/s"] = benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsRate);
+  state.counters["calls/s"] =
+      benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsRate);
 }
 
 BENCHMARK(BM_RegistryInfer)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
@@ -153,7 +157,8 @@ absl::Status Setup() {
   Object globals = Object::Steal(PyDict_New());
   absl::StatusOr<Object> exec_fn = dynamo::python::GetAttr(*builtins, "exec");
   if (!exec_fn.ok()) return exec_fn.status();
-  absl::StatusOr<Object> done = dynamo::python::Call(*exec_fn, {dynamo::python::FromString(kTorchMix), globals});
+  absl::StatusOr<Object> done =
+      dynamo::python::Call(*exec_fn, {dynamo::python::FromString(kTorchMix), globals});
   if (!done.ok()) return done.status();
   g_run_mix = Object::Borrow(PyDict_GetItemString(globals.get(), "run_mix"));
   if (!g_run_mix) return absl::InternalError("run_mix not defined");

@@ -52,7 +52,8 @@ absl::Status CheckDims(const google::protobuf::RepeatedPtrField<ir::Dim>& dims,
       return absl::InvalidArgumentError(absl::StrCat(what, " ", i, " has no value"));
     }
     if (d.value_case() == ir::Dim::kSize && d.size() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", i, " is negative (", d.size(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", i, " is negative (", d.size(), ")"));
     }
     if (d.value_case() == ir::Dim::kSymbol && d.symbol().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(what, " ", i, " has an empty symbol"));
@@ -90,7 +91,8 @@ absl::Status CheckValueMeta(const ir::ValueMeta& meta) {
 
 absl::Status CheckTensorMeta(const ir::TensorMeta& meta) {
   if (!ir::DType_IsValid(meta.dtype()) || meta.dtype() == ir::DTYPE_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor metadata has no valid dtype (", meta.dtype(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor metadata has no valid dtype (", meta.dtype(), ")"));
   }
   if (absl::Status s = CheckDims(meta.sizes(), "size"); !s.ok()) return s;
   if (absl::Status s = CheckDims(meta.strides(), "stride"); !s.ok()) return s;
@@ -157,9 +159,9 @@ absl::Status CheckCapture(const ir::Capture& capture) {
   }
   if (!ir::IrVersion_IsValid(capture.ir_version()) ||
       capture.ir_version() > ir::IR_VERSION_CURRENT) {
-    return Invalid("capture", absl::StrCat("ir_version ", capture.ir_version(),
-                                           " is newer than this reader (",
-                                           ir::IR_VERSION_CURRENT, ")"));
+    return Invalid("capture",
+                   absl::StrCat("ir_version ", capture.ir_version(), " is newer than this reader (",
+                                ir::IR_VERSION_CURRENT, ")"));
   }
   NameSet graph_names;
   for (const ir::Graph& graph : capture.graphs()) {
@@ -172,7 +174,8 @@ absl::Status CheckCapture(const ir::Capture& capture) {
     const std::string where = absl::StrCat("input '", input.name(), "'");
     if (input.name().empty()) return Invalid("input", "has no name");
     if (input.has_tensor()) {
-      if (absl::Status s = CheckTensorMeta(input.tensor()); !s.ok()) return Invalid(where, s.message());
+      if (absl::Status s = CheckTensorMeta(input.tensor()); !s.ok())
+        return Invalid(where, s.message());
     } else if (!input.has_constant()) {
       return Invalid(where, "has neither tensor metadata nor a constant");
     }

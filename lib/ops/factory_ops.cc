@@ -25,7 +25,8 @@ absl::StatusOr<Device> DeviceArg(const Args& args, const Device& fallback) {
   d.type = s.substr(0, colon);
   if (colon != std::string::npos) d.index = std::stoll(s.substr(colon + 1));
   if (d.type != "cpu" && d.type != "cuda" && d.type != "meta") {
-    return absl::InvalidArgumentError(absl::StrCat("Expected one of cpu, cuda, meta device type at start of device string: ", s));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Expected one of cpu, cuda, meta device type at start of device string: ", s));
   }
   return d;
 }
@@ -33,8 +34,9 @@ absl::StatusOr<Device> DeviceArg(const Args& args, const Device& fallback) {
 absl::Status CheckSizes(const std::vector<int64_t>& sizes) {
   for (int64_t s : sizes) {
     if (s < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Trying to create tensor with negative dimension ", s, ": [",
-                                                     absl::StrJoin(sizes, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Trying to create tensor with negative dimension ", s, ": [",
+                       absl::StrJoin(sizes, ", "), "]"));
     }
   }
   return absl::OkStatus();
@@ -51,7 +53,8 @@ absl::StatusOr<Value> Make(const Args& args, std::vector<int64_t> sizes, DType d
   if (absl::Status s = CheckKernel(kernel, dtype, *device, unsupported); !s.ok()) return s;
   const bool requires_grad = args.Bool("requires_grad");
   if (requires_grad && !IsFloating(dtype) && !IsComplex(dtype)) {
-    return absl::InvalidArgumentError("Only Tensors of floating point and complex dtype can require gradients");
+    return absl::InvalidArgumentError(
+        "Only Tensors of floating point and complex dtype can require gradients");
   }
   TensorMeta out = TensorMeta::Contiguous(dtype, std::move(sizes), *device);
   out.requires_grad = requires_grad;
@@ -61,20 +64,24 @@ absl::StatusOr<Value> Make(const Args& args, std::vector<int64_t> sizes, DType d
 constexpr DTypeSet kNotUniform = kBoolSet | kIntegralSet;  // rand/randn need floating types
 
 InferFn Filled(DTypeSet unsupported = kNoDTypes, absl::string_view kernel = {}) {
-  return [unsupported, kernel](const Args& a) { return Make(a, a.IntList("size"), kDefaultFloat, {}, unsupported, kernel); };
+  return [unsupported, kernel](const Args& a) {
+    return Make(a, a.IntList("size"), kDefaultFloat, {}, unsupported, kernel);
+  };
 }
 
 // *_like(input, *, dtype, ..., memory_format=preserve_format).
 InferFn Like(DTypeSet unsupported = kNoDTypes, absl::string_view kernel = {}) {
   return [unsupported, kernel](const Args& a) -> absl::StatusOr<Value> {
     const TensorMeta& t = a.Tensor("input");
-    absl::StatusOr<Value> out = Make(a, t.sizes, a.OptDType("dtype").value_or(t.dtype), t.device, unsupported, kernel);
+    absl::StatusOr<Value> out =
+        Make(a, t.sizes, a.OptDType("dtype").value_or(t.dtype), t.device, unsupported, kernel);
     if (!out.ok()) return out;
     const Value& fmt = a.Get("memory_format");
     if (fmt.is_none() || fmt.as_memory_format() == MemoryFormat::kPreserve) {
       out->as_tensor().strides = PreservedStrides(t);
     } else if (fmt.as_memory_format() != MemoryFormat::kContiguous) {
-      return absl::UnimplementedError("*_like with a channels_last memory_format is not modelled yet");
+      return absl::UnimplementedError(
+          "*_like with a channels_last memory_format is not modelled yet");
     }
     return out;
   };
@@ -122,8 +129,9 @@ absl::StatusOr<Value> Arange(const Args& a) {
     if (!((xt > 0 && xe >= xs) || (xt < 0 && xe <= xs))) {
       return absl::InvalidArgumentError("upper bound and larger bound inconsistent with step sign");
     }
-    size = dtype == DType::kInt64 ? std::ceil(static_cast<double>(xe - xs) / static_cast<double>(xt))
-                                  : std::ceil((end - start) / step);
+    size = dtype == DType::kInt64
+               ? std::ceil(static_cast<double>(xe - xs) / static_cast<double>(xt))
+               : std::ceil((end - start) / step);
   } else {
     if (step == 0) return absl::InvalidArgumentError("step must be nonzero");
     if (!((step > 0 && end >= start) || (step < 0 && end <= start))) {
@@ -136,21 +144,24 @@ absl::StatusOr<Value> Arange(const Args& a) {
 
 // torch.tensor(data): the shape of nested lists and the dtype of their
 // numbers (bool < int64 < default float).
-absl::Status Walk(const Value& v, size_t depth, std::vector<int64_t>& sizes, DType& dtype, bool& any) {
+absl::Status Walk(const Value& v, size_t depth, std::vector<int64_t>& sizes, DType& dtype,
+                  bool& any) {
   if (v.is_list()) {
     const int64_t n = static_cast<int64_t>(v.items().size());
     if (depth == sizes.size()) {
       if (any) return ValueError("expected a sequence, got a number");
       sizes.push_back(n);
     } else if (sizes[depth] != n) {
-      return ValueError(absl::StrCat("expected sequence of length ", sizes[depth], " at dim ", depth, " (got ", n, ")"));
+      return ValueError(absl::StrCat("expected sequence of length ", sizes[depth], " at dim ",
+                                     depth, " (got ", n, ")"));
     }
     for (const Value& item : v.items()) {
       if (absl::Status s = Walk(item, depth + 1, sizes, dtype, any); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
-  if (!v.is_number()) return TypeError(absl::StrCat("tensor(): cannot make a tensor from ", TypeName(v)));
+  if (!v.is_number())
+    return TypeError(absl::StrCat("tensor(): cannot make a tensor from ", TypeName(v)));
   if (depth != sizes.size()) return TypeError("tensor(): ragged nesting of numbers and sequences");
   const DType d = FillDType(v);
   dtype = any ? PromoteTypes(dtype, d) : d;
@@ -172,37 +183,42 @@ void RegisterFactoryOps(Registry& r) {
   const std::string kw(kFactoryKwargs);
   const std::string mf = ", memory_format? memory_format=None";
   for (absl::string_view name : {"zeros", "ones", "empty"}) {
-    r.Add(absl::StrCat("torch.", name), {absl::StrCat("*int[] size", kw, name == "empty" ? mf : "")}, kFactory,
-          Filled());
+    r.Add(absl::StrCat("torch.", name),
+          {absl::StrCat("*int[] size", kw, name == "empty" ? mf : "")}, kFactory, Filled());
   }
-  r.Add("torch.full", {absl::StrCat("int[] size, Number fill_value", kw)}, kFactory, [](const Args& a) {
-    return Make(a, a.IntList("size"), FillDType(a.Get("fill_value")));
-  });
-  r.Add("torch.rand", {absl::StrCat("*int[] size, *, Any generator=None", kw.substr(3))}, kFactory | kRandom,
-        Filled(kNotUniform, "check_uniform_bounds"));
-  r.Add("torch.randn", {absl::StrCat("*int[] size, *, Any generator=None", kw.substr(3))}, kFactory | kRandom,
-        Filled(kNotUniform, "normal_kernel"));
-  r.Add("torch.randint",
-        {absl::StrCat("int high, int[] size, *, Any generator=None", kw.substr(3)),
-         absl::StrCat("int low, int high, int[] size, *, Any generator=None", kw.substr(3))},
-        kFactory | kRandom, [](const Args& a) -> absl::StatusOr<Value> {
-          const int64_t low = a.overload() == 0 ? 0 : a.Int("low");
-          const int64_t high = a.Int("high");
-          if (low >= high) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "random_ expects 'from' to be less than 'to', but got from=", low, " >= to=", high));
-          }
-          return Make(a, a.IntList("size"), DType::kInt64);
-        });
-  r.Add("torch.arange",
-        {absl::StrCat("Number end", kw), absl::StrCat("Number start, Number end, Number step=1", kw)}, kFactory,
-        Arange);
+  r.Add("torch.full", {absl::StrCat("int[] size, Number fill_value", kw)}, kFactory,
+        [](const Args& a) { return Make(a, a.IntList("size"), FillDType(a.Get("fill_value"))); });
+  r.Add("torch.rand", {absl::StrCat("*int[] size, *, Any generator=None", kw.substr(3))},
+        kFactory | kRandom, Filled(kNotUniform, "check_uniform_bounds"));
+  r.Add("torch.randn", {absl::StrCat("*int[] size, *, Any generator=None", kw.substr(3))},
+        kFactory | kRandom, Filled(kNotUniform, "normal_kernel"));
+  r.Add(
+      "torch.randint",
+      {absl::StrCat("int high, int[] size, *, Any generator=None", kw.substr(3)),
+       absl::StrCat("int low, int high, int[] size, *, Any generator=None", kw.substr(3))},
+      kFactory | kRandom, [](const Args& a) -> absl::StatusOr<Value> {
+        const int64_t low = a.overload() == 0 ? 0 : a.Int("low");
+        const int64_t high = a.Int("high");
+        if (low >= high) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "random_ expects 'from' to be less than 'to', but got from=", low, " >= to=", high));
+        }
+        return Make(a, a.IntList("size"), DType::kInt64);
+      });
+  r.Add(
+      "torch.arange",
+      {absl::StrCat("Number end", kw), absl::StrCat("Number start, Number end, Number step=1", kw)},
+      kFactory, Arange);
   r.Add("torch.eye", {absl::StrCat("int n", kw), absl::StrCat("int n, int m", kw)}, kFactory,
         [](const Args& a) -> absl::StatusOr<Value> {
           const int64_t n = a.Int("n");
           const int64_t m = a.overload() == 0 ? n : a.Int("m");
-          if (n < 0) return absl::InvalidArgumentError(absl::StrCat("n must be greater or equal to 0, got ", n));
-          if (m < 0) return absl::InvalidArgumentError(absl::StrCat("m must be greater or equal to 0, got ", m));
+          if (n < 0)
+            return absl::InvalidArgumentError(
+                absl::StrCat("n must be greater or equal to 0, got ", n));
+          if (m < 0)
+            return absl::InvalidArgumentError(
+                absl::StrCat("m must be greater or equal to 0, got ", m));
           return Make(a, {n, m}, kDefaultFloat);
         });
   r.Add("torch.linspace", {absl::StrCat("Number start, Number end, int steps", kw)}, kFactory,
@@ -211,22 +227,27 @@ void RegisterFactoryOps(Registry& r) {
           if (steps < 0) return absl::InvalidArgumentError("number of steps must be non-negative");
           return Make(a, {steps}, kDefaultFloat);
         });
-  r.Add("torch.tensor", {"Any data, *, dtype? dtype=None, device? device=None, bool requires_grad=False, bool pin_memory=False"},
+  r.Add("torch.tensor",
+        {"Any data, *, dtype? dtype=None, device? device=None, bool requires_grad=False, bool "
+         "pin_memory=False"},
         kFactory, TensorFromData);
 
   const std::string like_kw = absl::StrCat(kw, mf);
   for (absl::string_view name : {"zeros_like", "ones_like", "empty_like"}) {
     r.Add(absl::StrCat("torch.", name), {absl::StrCat("Tensor input", like_kw)}, kFactory, Like());
   }
-  r.Add("torch.full_like", {absl::StrCat("Tensor input, Number fill_value", like_kw)}, kFactory, Like());
+  r.Add("torch.full_like", {absl::StrCat("Tensor input, Number fill_value", like_kw)}, kFactory,
+        Like());
   r.Add("torch.rand_like", {absl::StrCat("Tensor input", like_kw)}, kFactory | kRandom,
         Like(kNotUniform, "check_uniform_bounds"));
   r.Add("torch.randn_like", {absl::StrCat("Tensor input", like_kw)}, kFactory | kRandom,
         Like(kNotUniform, "normal_kernel"));
   for (absl::string_view name : {"new_zeros", "new_ones", "new_empty"}) {
-    r.Add(absl::StrCat("Tensor.", name), {absl::StrCat("Tensor self, int[] size", kw)}, kFactory, New());
+    r.Add(absl::StrCat("Tensor.", name), {absl::StrCat("Tensor self, int[] size", kw)}, kFactory,
+          New());
   }
-  r.Add("Tensor.new_full", {absl::StrCat("Tensor self, int[] size, Number fill_value", kw)}, kFactory, New());
+  r.Add("Tensor.new_full", {absl::StrCat("Tensor self, int[] size, Number fill_value", kw)},
+        kFactory, New());
 }
 
 }  // namespace dynamo::ops

@@ -40,33 +40,39 @@ absl::Status ListIndexShape(const Value& v, size_t depth, int64_t dim_size, int6
     return absl::OkStatus();
   }
   if (v.is_bool()) return absl::UnimplementedError("indexing with a list of bools is not modelled");
-  if (!v.is_int()) return IndexError(absl::StrCat("tensors used as indices must be long, byte or bool tensors"));
-  if (depth != shape.size()) return absl::InvalidArgumentError("ragged nested sequence used as an index");
+  if (!v.is_int())
+    return IndexError(absl::StrCat("tensors used as indices must be long, byte or bool tensors"));
+  if (depth != shape.size())
+    return absl::InvalidArgumentError("ragged nested sequence used as an index");
   const int64_t i = v.as_int();
   if (i < -dim_size || i >= dim_size) {
-    return IndexError(absl::StrCat("index ", i, " is out of bounds for dimension ", dim, " with size ", dim_size));
+    return IndexError(absl::StrCat("index ", i, " is out of bounds for dimension ", dim,
+                                   " with size ", dim_size));
   }
   return absl::OkStatus();
 }
 
 struct Indexed {
-  TensorMeta meta;       // the result
+  TensorMeta meta;        // the result
   bool advanced = false;  // a copy rather than a view
 };
 
 // torch's applySlicing followed by index() for the advanced parts.
 absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
-  if (t.data_dependent) return absl::UnimplementedError("indexing a tensor whose size depends on data");
-  if (!t.has_strides()) return absl::UnimplementedError("indexing a tensor whose strides are not known");
+  if (t.data_dependent)
+    return absl::UnimplementedError("indexing a tensor whose size depends on data");
+  if (!t.has_strides())
+    return absl::UnimplementedError("indexing a tensor whose strides are not known");
   std::vector<Value> items;
   if (index.is_list() && index.as_list().is_tuple) {
     items = index.items();
   } else if (index.is_list()) {
     // torch (like numpy) reads a list holding slices, None, Ellipsis or
     // sequences as a tuple of indices; a flat list of ints is one index.
-    const bool as_tuple = std::any_of(index.items().begin(), index.items().end(), [](const Value& v) {
-      return v.is_slice() || v.is_none() || v.is_ellipsis() || v.is_list() || v.is_tensor();
-    });
+    const bool as_tuple =
+        std::any_of(index.items().begin(), index.items().end(), [](const Value& v) {
+          return v.is_slice() || v.is_none() || v.is_ellipsis() || v.is_list() || v.is_tensor();
+        });
     if (as_tuple) {
       items = index.items();
     } else {
@@ -75,31 +81,34 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
   } else {
     items = {index};
   }
+  // (Several ellipses are accepted: torch 1.13 lets each skip the unindexed dims.)
   int64_t consumed = 0;
-  int ellipses = 0;
   for (const Value& it : items) {
     if (it.is_int() || it.is_slice() || it.is_list()) {
       ++consumed;
     } else if (it.is_tensor()) {
       const DType d = it.as_tensor().dtype;
-      consumed += (d == DType::kBool || d == DType::kUInt8) ? std::max<int64_t>(it.as_tensor().dim(), 0) : 1;
+      consumed += (d == DType::kBool || d == DType::kUInt8)
+                      ? std::max<int64_t>(it.as_tensor().dim(), 0)
+                      : 1;
       if (d == DType::kBool || d == DType::kUInt8) {
-        if (it.as_tensor().dim() == 0) return absl::UnimplementedError("indexing with a 0-dim boolean tensor is not modelled");
+        if (it.as_tensor().dim() == 0)
+          return absl::UnimplementedError("indexing with a 0-dim boolean tensor is not modelled");
       }
-    } else if (it.is_ellipsis()) {
-      ++ellipses;
     } else if (it.is_bool()) {
       return absl::UnimplementedError("indexing with a Python bool is not modelled");
-    } else if (!it.is_none()) {
-      return IndexError(absl::StrCat(
-          "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices (got ",
-          TypeName(it), ")"));
+    } else if (!it.is_none() && !it.is_ellipsis()) {
+      return IndexError(
+          absl::StrCat("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                       "Variables are valid indices (got ",
+                       TypeName(it), ")"));
     }
   }
-  (void)ellipses;  // torch 1.13 lets every ellipsis skip the unindexed dims
   if (consumed > t.dim()) {
     if (t.dim() == 0) {
-      return IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
+      return IndexError(
+          "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
+          "C++ to convert a 0-dim tensor to a number");
     }
     return IndexError(absl::StrCat("too many indices for tensor of dimension ", t.dim()));
   }
@@ -111,19 +120,22 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
     bool mask;
   };
   std::vector<Advanced> advanced;
-  size_t d = 0;        // current dim of the result
-  int64_t orig = 0;    // current dim of the input (for messages)
+  size_t d = 0;      // current dim of the result
+  int64_t orig = 0;  // current dim of the input (for messages)
   for (const Value& it : items) {
     const bool uses_dim = !it.is_none() && !it.is_ellipsis();
     if (uses_dim && d >= sizes.size()) {
-      return IndexError(absl::StrCat("Dimension out of range (expected to be in range of [", -static_cast<int64_t>(sizes.size()),
-                                     ", ", static_cast<int64_t>(sizes.size()) - 1, "], but got ", d, ")"));
+      return IndexError(absl::StrCat("Dimension out of range (expected to be in range of [",
+                                     -static_cast<int64_t>(sizes.size()), ", ",
+                                     static_cast<int64_t>(sizes.size()) - 1, "], but got ", d,
+                                     ")"));
     }
     if (it.is_int()) {
       const int64_t size = sizes[d];
       const int64_t i = it.as_int();
       if (i < -size || i >= size) {
-        return IndexError(absl::StrCat("index ", i, " is out of bounds for dimension ", orig, " with size ", size));
+        return IndexError(absl::StrCat("index ", i, " is out of bounds for dimension ", orig,
+                                       " with size ", size));
       }
       sizes.erase(sizes.begin() + static_cast<ptrdiff_t>(d));
       strides.erase(strides.begin() + static_cast<ptrdiff_t>(d));
@@ -162,9 +174,9 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
       if (idx.dtype == DType::kBool || idx.dtype == DType::kUInt8) {
         for (int64_t k = 0; k < idx.dim(); ++k) {
           if (idx.sizes[static_cast<size_t>(k)] != sizes[d + static_cast<size_t>(k)]) {
-            return IndexError(absl::StrCat("The shape of the mask ", Dims(idx.sizes), " at index ", k,
-                                           " does not match the shape of the indexed tensor ", Dims(t.sizes),
-                                           " at index ", orig + k));
+            return IndexError(absl::StrCat("The shape of the mask ", Dims(idx.sizes), " at index ",
+                                           k, " does not match the shape of the indexed tensor ",
+                                           Dims(t.sizes), " at index ", orig + k));
           }
         }
         advanced.push_back({d, {kDynamicSize}, idx.dim(), true});
@@ -191,20 +203,23 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
   for (const Advanced& a : advanced) {
     if (a.mask) {
       if (dynamic || advanced.size() > 1) {
-        return absl::UnimplementedError("a boolean mask combined with other advanced indices is not modelled");
+        return absl::UnimplementedError(
+            "a boolean mask combined with other advanced indices is not modelled");
       }
       dynamic = true;
     }
     absl::StatusOr<std::vector<int64_t>> b = BroadcastShapes(shape, a.shape);
     if (!b.ok()) {
-      return IndexError(absl::StrCat("shape mismatch: indexing tensors could not be broadcast together with shapes ",
-                                     Dims(shape), ", ", Dims(a.shape)));
+      return IndexError(absl::StrCat(
+          "shape mismatch: indexing tensors could not be broadcast together with shapes ",
+          Dims(shape), ", ", Dims(a.shape)));
     }
     shape = *std::move(b);
   }
   bool adjacent = true;
   for (size_t i = 1; i < advanced.size(); ++i) {
-    if (advanced[i].dim != advanced[i - 1].dim + static_cast<size_t>(advanced[i - 1].consumed)) adjacent = false;
+    if (advanced[i].dim != advanced[i - 1].dim + static_cast<size_t>(advanced[i - 1].consumed))
+      adjacent = false;
   }
   // Drop the indexed dims, then put the broadcast shape where they were
   // (adjacent indices) or in front (separated ones), as numpy does.
@@ -257,13 +272,15 @@ absl::StatusOr<Value> SetItem(const Args& args) {
   for (size_t i = 0; ok && i < vs.size(); ++i) {
     const int64_t want = target[target.size() - vs.size() + i];
     if (want == kDynamicSize && vs[i] != 1) {
-      return absl::UnimplementedError("assigning a tensor through a boolean mask: the fit depends on data");
+      return absl::UnimplementedError(
+          "assigning a tensor through a boolean mask: the fit depends on data");
     }
     ok = vs[i] == 1 || vs[i] == want || want == kDynamicSize;
   }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat("shape mismatch: value tensor of shape ", Dims(value.as_tensor().sizes),
-                                                   " cannot be broadcast to indexing result of shape ", Dims(target)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape mismatch: value tensor of shape ", Dims(value.as_tensor().sizes),
+                     " cannot be broadcast to indexing result of shape ", Dims(target)));
   }
   return Value();
 }
@@ -320,16 +337,17 @@ absl::StatusOr<Value> Gather(const Args& args, absl::string_view self) {
   const TensorMeta& idx = args.Tensor("index");
   absl::StatusOr<int64_t> dim = WrapDim(args.Int("dim"), t.dim());
   if (!dim.ok()) return dim.status();
-  if (idx.dtype != DType::kInt64) return absl::InvalidArgumentError("gather(): Expected dtype int64 for index");
+  if (idx.dtype != DType::kInt64)
+    return absl::InvalidArgumentError("gather(): Expected dtype int64 for index");
   if (std::max<int64_t>(idx.dim(), 1) != std::max<int64_t>(t.dim(), 1)) {
-    return absl::InvalidArgumentError("Index tensor must have the same number of dimensions as input tensor");
+    return absl::InvalidArgumentError(
+        "Index tensor must have the same number of dimensions as input tensor");
   }
   for (int64_t i = 0; i < idx.dim() && t.dim() > 0; ++i) {
     if (i != *dim && idx.sizes[static_cast<size_t>(i)] > t.sizes[static_cast<size_t>(i)]) {
-      return absl::InvalidArgumentError(absl::StrCat("Size does not match at dimension ", i,
-                                                     " expected index ", Dims(idx.sizes),
-                                                     " to be smaller than self ", Dims(t.sizes),
-                                                     " apart from dimension ", *dim));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Size does not match at dimension ", i, " expected index ", Dims(idx.sizes),
+                       " to be smaller than self ", Dims(t.sizes), " apart from dimension ", *dim));
     }
   }
   return Value(NewTensor(t.dtype, idx.sizes, t.device, t.requires_grad));

@@ -26,9 +26,7 @@ Maybe PromoteSkipUndefined(Maybe a, Maybe b) {
   return PromoteTypes(*a, *b);
 }
 
-DType ToComplex(DType d) {
-  return d == DType::kFloat64 ? DType::kComplex128 : DType::kComplex64;
-}
+DType ToComplex(DType d) { return d == DType::kFloat64 ? DType::kComplex128 : DType::kComplex64; }
 
 // at::native::combine_categories: the higher rank wins unless the lower one
 // brings a higher category.
@@ -130,10 +128,10 @@ absl::Status CheckKernel(absl::string_view kernel, DType dtype, const Device& de
                          DTypeSet unsupported_on_cpu, int64_t numel) {
   if (numel != 0 && device.type == "cpu" && InSet(unsupported_on_cpu, dtype)) {
     static constexpr absl::string_view kTorchNames[] = {
-        "Bool", "Byte", "Char", "Short", "Int", "Long", "Half", "BFloat16",
-        "Float", "Double", "ComplexFloat", "ComplexDouble"};
-    return absl::UnimplementedError(absl::StrCat(
-        "\"", kernel, "_cpu\" not implemented for '", kTorchNames[static_cast<size_t>(dtype)], "'"));
+        "Bool", "Byte",     "Char",  "Short",  "Int",          "Long",
+        "Half", "BFloat16", "Float", "Double", "ComplexFloat", "ComplexDouble"};
+    return absl::UnimplementedError(absl::StrCat("\"", kernel, "_cpu\" not implemented for '",
+                                                 kTorchNames[static_cast<size_t>(dtype)], "'"));
   }
   return absl::OkStatus();
 }
@@ -153,9 +151,9 @@ absl::StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<int64_t>&
     } else if (sa == 1) {
       out[i] = sb;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "The size of tensor a (", sa, ") must match the size of tensor b (", sb,
-          ") at non-singleton dimension ", i));
+      return absl::InvalidArgumentError(absl::StrCat("The size of tensor a (", sa,
+                                                     ") must match the size of tensor b (", sb,
+                                                     ") at non-singleton dimension ", i));
     }
   }
   return out;
@@ -164,8 +162,9 @@ absl::StatusOr<std::vector<int64_t>> BroadcastShapes(const std::vector<int64_t>&
 absl::StatusOr<int64_t> WrapDim(int64_t dim, int64_t ndim) {
   const int64_t n = std::max<int64_t>(ndim, 1);
   if (dim < -n || dim >= n) {
-    return absl::OutOfRangeError(absl::StrCat("Dimension out of range (expected to be in range of [",
-                                              -n, ", ", n - 1, "], but got ", dim, ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("Dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+                     "], but got ", dim, ")"));
   }
   return dim < 0 ? dim + n : dim;
 }
@@ -281,8 +280,11 @@ std::vector<int64_t> IteratorStrides(const std::vector<int64_t>& shape,
   const size_t ndim = shape.size();
   if (ndim == 0) return {};
   // fast_set_up: every operand (0-dim wrapped numbers included) of one shape.
-  bool same_shape = !ops.empty() && ops.size() == static_cast<size_t>(std::count_if(
-      inputs.begin(), inputs.end(), [](const Value* v) { return v != nullptr && (v->is_tensor() || v->is_number()); }));
+  bool same_shape =
+      !ops.empty() && ops.size() == static_cast<size_t>(std::count_if(
+                                        inputs.begin(), inputs.end(), [](const Value* v) {
+                                          return v != nullptr && (v->is_tensor() || v->is_number());
+                                        }));
   for (const TensorMeta* t : ops) same_shape = same_shape && t->sizes == ops[0]->sizes;
   if (same_shape) {
     bool contiguous = true, dense = true, equal = true;
@@ -382,14 +384,16 @@ absl::Status CheckNoInternalOverlap(const TensorMeta& t) {
   for (size_t i = 0; i < t.strides.size() && i < t.sizes.size(); ++i) {
     if (t.sizes[i] > 1 && t.strides[i] == 0) {
       return absl::InvalidArgumentError(
-          "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+          "unsupported operation: more than one element of the written-to tensor refers to a "
+          "single memory "
           "location. Please clone() the tensor before performing the operation.");
     }
   }
   return absl::OkStatus();
 }
 
-TensorMeta ViewOf(const TensorMeta& base, std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+TensorMeta ViewOf(const TensorMeta& base, std::vector<int64_t> sizes,
+                  std::vector<int64_t> strides) {
   TensorMeta out;
   out.dtype = base.dtype;
   out.sizes = std::move(sizes);

@@ -4,9 +4,13 @@
 // at::result_type, at::infer_size, c10::maybe_wrap_dim, ...) so that an entry
 // reads like its ATen definition:
 //
-//   absl::StatusOr<DType> dtype = ResultType({args.Get("input"), args.Get("other")});
-//   absl::StatusOr<std::vector<int64_t>> sizes = BroadcastShapes(a.sizes, b.sizes);
-//   return Output(*dtype, *sizes, {a, b});
+//   const Value& a = args.Get("input");
+//   const Value& b = args.Get("other");
+//   absl::StatusOr<DType> dtype = ResultType({&a, &b});              // promotion
+//   absl::StatusOr<std::vector<int64_t>> sizes =
+//       BroadcastShapes(a.as_tensor().sizes, b.as_tensor().sizes);   // broadcasting
+//   const Value* inputs[] = {&a, &b};
+//   return Value(PointwiseOutput(*dtype, *sizes, inputs, a.as_tensor().device));
 #pragma once
 
 #include <cstdint>
@@ -35,8 +39,8 @@ inline constexpr DTypeSet kBoolSet = Bit(DType::kBool);
 inline constexpr DTypeSet kIntegralSet = Bit(DType::kUInt8) | Bit(DType::kInt8) |
                                          Bit(DType::kInt16) | Bit(DType::kInt32) |
                                          Bit(DType::kInt64);
-inline constexpr DTypeSet kFloatingSet = Bit(DType::kFloat16) | Bit(DType::kBFloat16) |
-                                         Bit(DType::kFloat32) | Bit(DType::kFloat64);
+inline constexpr DTypeSet kFloatingSet =
+    Bit(DType::kFloat16) | Bit(DType::kBFloat16) | Bit(DType::kFloat32) | Bit(DType::kFloat64);
 inline constexpr DTypeSet kComplexSet = Bit(DType::kComplex64) | Bit(DType::kComplex128);
 inline constexpr bool InSet(DTypeSet set, DType d) { return (set & Bit(d)) != 0; }
 
@@ -73,7 +77,8 @@ std::vector<int64_t> ReducedSizes(const std::vector<int64_t>& sizes, const std::
                                   bool keepdim);
 int64_t Numel(const std::vector<int64_t>& sizes);
 // at::infer_size for view/reshape: one -1 inferred, products must agree.
-absl::StatusOr<std::vector<int64_t>> InferViewSize(const std::vector<int64_t>& shape, int64_t numel);
+absl::StatusOr<std::vector<int64_t>> InferViewSize(const std::vector<int64_t>& shape,
+                                                   int64_t numel);
 
 // ---------------------------------------------------------------- outputs
 // The device and requires_grad of an output computed from `inputs`, and the

@@ -2,9 +2,9 @@
 
 #include <array>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 
 namespace dynamo::ops {
@@ -28,8 +28,8 @@ std::optional<DType> DTypeFromName(absl::string_view name) {
     DType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"float", DType::kFloat32}, {"double", DType::kFloat64}, {"half", DType::kFloat16},
-      {"long", DType::kInt64},    {"int", DType::kInt32},      {"short", DType::kInt16},
+      {"float", DType::kFloat32},    {"double", DType::kFloat64},    {"half", DType::kFloat16},
+      {"long", DType::kInt64},       {"int", DType::kInt32},         {"short", DType::kInt16},
       {"cfloat", DType::kComplex64}, {"cdouble", DType::kComplex128}};
   for (const Alias& a : kAliases) {
     if (a.name == name) return a.dtype;

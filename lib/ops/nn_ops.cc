@@ -13,11 +13,14 @@
 namespace dynamo::ops {
 namespace {
 
-std::string Dims(const std::vector<int64_t>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }
+std::string Dims(const std::vector<int64_t>& v) {
+  return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+}
 
 // An output of the same geometry as `t`: contiguous when `t` is, otherwise
 // the layout is left untracked (torch picks one from suggest_memory_format).
-TensorMeta LikeInput(const TensorMeta& t, DType dtype, std::vector<int64_t> sizes, bool requires_grad) {
+TensorMeta LikeInput(const TensorMeta& t, DType dtype, std::vector<int64_t> sizes,
+                     bool requires_grad) {
   TensorMeta out = NewTensor(dtype, std::move(sizes), t.device, requires_grad);
   if (!IsContiguous(t)) out.strides.clear();
   return out;
@@ -25,21 +28,26 @@ TensorMeta LikeInput(const TensorMeta& t, DType dtype, std::vector<int64_t> size
 
 absl::Status SameDTypes(const TensorMeta& input, const TensorMeta& other, absl::string_view what) {
   if (input.dtype == other.dtype) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("Input type (", DTypeName(input.dtype), ") and ", what,
-                                                 " type (", DTypeName(other.dtype), ") should be the same"));
+  return absl::InvalidArgumentError(absl::StrCat("Input type (", DTypeName(input.dtype), ") and ",
+                                                 what, " type (", DTypeName(other.dtype),
+                                                 ") should be the same"));
 }
 
 // ---------------------------------------------------------------- linear
 absl::StatusOr<Value> Linear(const Args& args) {
   const TensorMeta& x = args.Tensor("input");
   const TensorMeta& w = args.Tensor("weight");
-  if (w.dim() != 2) return absl::UnimplementedError("linear with a weight that is not 2-D is not modelled");
-  if (x.dim() == 0) return absl::InvalidArgumentError("both arguments to linear need to be at least 1D, but they are 0D and 2D");
+  if (w.dim() != 2)
+    return absl::UnimplementedError("linear with a weight that is not 2-D is not modelled");
+  if (x.dim() == 0)
+    return absl::InvalidArgumentError(
+        "both arguments to linear need to be at least 1D, but they are 0D and 2D");
   const int64_t in = x.sizes.back();
   if (in != w.sizes[1]) {
     const int64_t rows = x.dim() == 1 ? 1 : x.numel() / std::max<int64_t>(in, 1);
-    return absl::InvalidArgumentError(absl::StrCat("mat1 and mat2 shapes cannot be multiplied (", rows, "x", in,
-                                                   " and ", w.sizes[1], "x", w.sizes[0], ")"));
+    return absl::InvalidArgumentError(absl::StrCat("mat1 and mat2 shapes cannot be multiplied (",
+                                                   rows, "x", in, " and ", w.sizes[1], "x",
+                                                   w.sizes[0], ")"));
   }
   std::vector<int64_t> sizes(x.sizes.begin(), x.sizes.end() - 1);
   sizes.push_back(w.sizes[0]);
@@ -51,15 +59,18 @@ absl::StatusOr<Value> Linear(const Args& args) {
     absl::StatusOr<std::vector<int64_t>> bs = BroadcastShapes(sizes, b.sizes);
     if (!bs.ok() || *bs != sizes) {
       return absl::InvalidArgumentError(absl::StrCat("linear: bias of size ", Dims(b.sizes),
-                                                     " does not broadcast to the output ", Dims(sizes)));
+                                                     " does not broadcast to the output ",
+                                                     Dims(sizes)));
     }
     if (!empty && (b.dtype != x.dtype)) {
       return absl::InvalidArgumentError("self and mat2 must have the same dtype");
     }
   }
   if (!empty) {
-    if (x.dtype != w.dtype) return absl::InvalidArgumentError("mat1 and mat2 must have the same dtype");
-    if (absl::Status s = CheckKernel("addmm_impl", x.dtype, x.device, kBoolSet | kHalf); !s.ok()) return s;
+    if (x.dtype != w.dtype)
+      return absl::InvalidArgumentError("mat1 and mat2 must have the same dtype");
+    if (absl::Status s = CheckKernel("addmm_impl", x.dtype, x.device, kBoolSet | kHalf); !s.ok())
+      return s;
   }
   return Value(NewTensor(x.dtype, std::move(sizes), x.device, grad));
 }
@@ -69,7 +80,8 @@ absl::StatusOr<std::vector<int64_t>> Pair(const Args& args, absl::string_view na
   std::vector<int64_t> v = args.IntList(name);
   if (v.size() == 1) v.assign(static_cast<size_t>(n), v[0]);
   if (static_cast<int64_t>(v.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " must have ", n, " elements, got ", Dims(v)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must have ", n, " elements, got ", Dims(v)));
   }
   return v;
 }
@@ -80,7 +92,8 @@ absl::StatusOr<Value> Conv2d(const Args& args) {
   const int64_t groups = args.Int("groups");
   if (x.dim() != 3 && x.dim() != 4) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: ", Dims(x.sizes)));
+        "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: ",
+        Dims(x.sizes)));
   }
   if (w.dim() != 4) {
     return absl::InvalidArgumentError(absl::StrCat("weight should have at least three dimensions"));
@@ -100,11 +113,13 @@ absl::StatusOr<Value> Conv2d(const Args& args) {
     if (pad_value.as_string() == "same") {
       same = true;
       if ((*stride)[0] != 1 || (*stride)[1] != 1) {
-        return absl::InvalidArgumentError("padding='same' is not supported for strided convolutions");
+        return absl::InvalidArgumentError(
+            "padding='same' is not supported for strided convolutions");
       }
     } else if (pad_value.as_string() != "valid") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Invalid padding string: '", pad_value.as_string(), "', should be one of {'valid', 'same'}"));
+      return absl::InvalidArgumentError(absl::StrCat("Invalid padding string: '",
+                                                     pad_value.as_string(),
+                                                     "', should be one of {'valid', 'same'}"));
     }
   } else {
     absl::StatusOr<std::vector<int64_t>> p = Pair(args, "padding", 2);
@@ -112,18 +127,23 @@ absl::StatusOr<Value> Conv2d(const Args& args) {
     padding = *p;
   }
   for (int i = 0; i < 2; ++i) {
-    if ((*stride)[i] <= 0) return absl::InvalidArgumentError("non-positive stride is not supported");
-    if ((*dilation)[i] <= 0) return absl::InvalidArgumentError("dilation should be greater than zero");
-    if (padding[static_cast<size_t>(i)] < 0) return absl::InvalidArgumentError("negative padding is not supported");
+    if ((*stride)[i] <= 0)
+      return absl::InvalidArgumentError("non-positive stride is not supported");
+    if ((*dilation)[i] <= 0)
+      return absl::InvalidArgumentError("dilation should be greater than zero");
+    if (padding[static_cast<size_t>(i)] < 0)
+      return absl::InvalidArgumentError("negative padding is not supported");
   }
   if (in[1] != w.sizes[1] * groups) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Given groups=", groups, ", weight of size ", Dims(w.sizes), ", expected input", Dims(x.sizes), " to have ",
-        w.sizes[1] * groups, " channels, but got ", in[1], " channels instead"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Given groups=", groups, ", weight of size ", Dims(w.sizes),
+                     ", expected input", Dims(x.sizes), " to have ", w.sizes[1] * groups,
+                     " channels, but got ", in[1], " channels instead"));
   }
   if (w.sizes[0] % groups != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Given groups=", groups, ", expected weight to be divisible by ",
-                                                   groups, " at dimension 0, but got weight of size ", Dims(w.sizes)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Given groups=", groups, ", expected weight to be divisible by ", groups,
+                     " at dimension 0, but got weight of size ", Dims(w.sizes)));
   }
   bool grad = x.requires_grad || w.requires_grad;
   if (!args.IsNone("bias")) {
@@ -131,8 +151,8 @@ absl::StatusOr<Value> Conv2d(const Args& args) {
     grad = grad || b.requires_grad;
     if (b.dim() != 1 || b.sizes[0] != w.sizes[0]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Given weight of size ", Dims(w.sizes), ", expected bias to be 1-dimensional with ", w.sizes[0],
-          " elements, but got bias of size ", Dims(b.sizes), " instead"));
+          "Given weight of size ", Dims(w.sizes), ", expected bias to be 1-dimensional with ",
+          w.sizes[0], " elements, but got bias of size ", Dims(b.sizes), " instead"));
     }
     if (absl::Status s = SameDTypes(x, b, "bias"); !s.ok()) return s;
   }
@@ -143,20 +163,23 @@ absl::StatusOr<Value> Conv2d(const Args& args) {
     const int64_t padded = in[i + 2] + (same ? 0 : 2 * padding[i]);
     if (!same && padded < k) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Calculated padded input size per channel: (", in[2] + 2 * padding[0], " x ", in[3] + 2 * padding[1],
-          "). Kernel size: (", (*dilation)[0] * (w.sizes[2] - 1) + 1, " x ", (*dilation)[1] * (w.sizes[3] - 1) + 1,
+          "Calculated padded input size per channel: (", in[2] + 2 * padding[0], " x ",
+          in[3] + 2 * padding[1], "). Kernel size: (", (*dilation)[0] * (w.sizes[2] - 1) + 1, " x ",
+          (*dilation)[1] * (w.sizes[3] - 1) + 1,
           "). Kernel size can't be greater than actual input size"));
     }
     out.push_back(same ? in[i + 2] : (padded - k) / (*stride)[i] + 1);
   }
-  if (absl::Status s = CheckKernel("slow_conv2d", x.dtype, x.device, kBoolSet | kHalf); !s.ok()) return s;
+  if (absl::Status s = CheckKernel("slow_conv2d", x.dtype, x.device, kBoolSet | kHalf); !s.ok())
+    return s;
   if (!batched) out.erase(out.begin());
   return Value(LikeInput(x, x.dtype, std::move(out), grad));
 }
 
 // ---------------------------------------------------------------- pooling
 // ATen's pooling_output_shape.
-int64_t PoolOutput(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation, bool ceil) {
+int64_t PoolOutput(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
+                   bool ceil) {
   const int64_t num = in + 2 * pad - dilation * (k - 1) - 1 + (ceil ? stride - 1 : 0);
   // div_rtn: rounds toward negative infinity.
   int64_t out = num / stride;
@@ -186,22 +209,27 @@ absl::StatusOr<Value> Pool2d(const Args& args, PoolKind kind) {
   const bool ceil = args.Bool("ceil_mode");
   const absl::string_view name = kind == PoolKind::kMax ? "max_pool2d" : "avg_pool2d";
   if (x.dim() != 3 && x.dim() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat("non-empty 3D or 4D (batch mode) tensor expected for input"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("non-empty 3D or 4D (batch mode) tensor expected for input"));
   }
   for (size_t i = 0; i < 2; ++i) {
-    if ((*kernel)[i] <= 0) return absl::InvalidArgumentError("kernel size should be greater than zero");
+    if ((*kernel)[i] <= 0)
+      return absl::InvalidArgumentError("kernel size should be greater than zero");
     if (stride[i] <= 0) return absl::InvalidArgumentError("stride should be greater than zero");
     if (dilation[i] <= 0) return absl::InvalidArgumentError("dilation should be greater than zero");
     if ((*padding)[i] < 0 || (*padding)[i] > (*kernel)[i] / 2) {
-      return absl::InvalidArgumentError(absl::StrCat("pad should be at most half of kernel size, but got pad=",
-                                                     (*padding)[i], " and kernel_size=", (*kernel)[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pad should be at most half of kernel size, but got pad=", (*padding)[i],
+                       " and kernel_size=", (*kernel)[i]));
     }
   }
   const int64_t n = x.dim();
   for (int64_t i = (n == 4 ? 1 : 0); i < n; ++i) {
     if (x.sizes[static_cast<size_t>(i)] == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch "
-                                                     "size for input, but got:", Dims(x.sizes)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch "
+                       "size for input, but got:",
+                       Dims(x.sizes)));
     }
   }
   std::vector<int64_t> out(x.sizes.begin(), x.sizes.end() - 2);
@@ -214,12 +242,14 @@ absl::StatusOr<Value> Pool2d(const Args& args, PoolKind kind) {
     }
     out.push_back(o);
   }
-  if (kind == PoolKind::kAvg && !args.IsNone("divisor_override") && args.Int("divisor_override") == 0) {
+  if (kind == PoolKind::kAvg && !args.IsNone("divisor_override") &&
+      args.Int("divisor_override") == 0) {
     return absl::InvalidArgumentError("divisor must be not zero");
   }
-  const DTypeSet unsupported = kind == PoolKind::kMax ? (kBoolSet | kIntegralSet | kHalf)
-                                                      : (kBoolSet | kHalf | Bit(DType::kInt32) |
-                                                         Bit(DType::kInt16) | Bit(DType::kInt8) | Bit(DType::kUInt8));
+  const DTypeSet unsupported = kind == PoolKind::kMax
+                                   ? (kBoolSet | kIntegralSet | kHalf)
+                                   : (kBoolSet | kHalf | Bit(DType::kInt32) | Bit(DType::kInt16) |
+                                      Bit(DType::kInt8) | Bit(DType::kUInt8));
   if (absl::Status s = CheckKernel(name, x.dtype, x.device, unsupported); !s.ok()) return s;
   TensorMeta result = LikeInput(x, x.dtype, out, x.requires_grad);
   if (kind == PoolKind::kMax && args.Bool("return_indices")) {
@@ -232,7 +262,8 @@ absl::StatusOr<Value> Pool2d(const Args& args, PoolKind kind) {
 absl::StatusOr<Value> AdaptiveAvgPool2d(const Args& args) {
   const TensorMeta& x = args.Tensor("input");
   if (x.dim() != 3 && x.dim() != 4) {
-    return absl::InvalidArgumentError("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got " + Dims(x.sizes));
+    return absl::InvalidArgumentError("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got " +
+                                      Dims(x.sizes));
   }
   const Value& size_value = args.Get("output_size");
   std::vector<std::optional<int64_t>> size;
@@ -249,28 +280,33 @@ absl::StatusOr<Value> AdaptiveAvgPool2d(const Args& args) {
       }
     }
   }
-  if (size.size() != 2) return absl::InvalidArgumentError("adaptive_avg_pool2d: output_size must be 2");
+  if (size.size() != 2)
+    return absl::InvalidArgumentError("adaptive_avg_pool2d: output_size must be 2");
   const int64_t n = x.dim();
   for (int64_t i = 1; i < n; ++i) {
     if (x.sizes[static_cast<size_t>(i)] == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch dimensions, but input has sizes ",
-          Dims(x.sizes), " with dimension ", i, " being empty"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch "
+                       "dimensions, but input has sizes ",
+                       Dims(x.sizes), " with dimension ", i, " being empty"));
     }
   }
   std::vector<int64_t> out(x.sizes.begin(), x.sizes.end() - 2);
   for (size_t i = 0; i < 2; ++i) {
     const int64_t o = size[i] ? *size[i] : x.sizes[static_cast<size_t>(n - 2) + i];
-    if (o < 0) return absl::InvalidArgumentError("adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0");
+    if (o < 0)
+      return absl::InvalidArgumentError(
+          "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0");
     out.push_back(o);
   }
   const bool global = out[out.size() - 1] == 1 && out[out.size() - 2] == 1;
   if (global) {
     // torch takes mean(dims=(-1, -2), keepdim=True) here: mean's dtype rule.
     if (!IsFloating(x.dtype) && !IsComplex(x.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
-          DTypeName(x.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mean(): could not infer output dtype. Input dtype must be either a "
+                       "floating point or complex dtype. Got: ",
+                       DTypeName(x.dtype)));
     }
   } else if (absl::Status s = CheckKernel("adaptive_avg_pool2d", x.dtype, x.device,
                                           kBoolSet | kIntegralSet | kHalf);
@@ -285,15 +321,16 @@ absl::StatusOr<Value> BatchNorm(const Args& args) {
   const TensorMeta& x = args.Tensor("input");
   const bool training = args.Bool("training");
   if (x.dim() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_norm: expected 2D or more input (got ", x.dim(), "D input)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_norm: expected 2D or more input (got ", x.dim(), "D input)"));
   }
   const int64_t channels = x.sizes[1];
   if (training) {
     int64_t per_channel = x.sizes[0];
     for (size_t i = 2; i < x.sizes.size(); ++i) per_channel *= x.sizes[i];
     if (per_channel == 1) {
-      return ValueError(absl::StrCat("Expected more than 1 value per channel when training, got input size ",
-                                     Dims(x.sizes)));
+      return ValueError(absl::StrCat(
+          "Expected more than 1 value per channel when training, got input size ", Dims(x.sizes)));
     }
   }
   bool grad = x.requires_grad;
@@ -301,13 +338,15 @@ absl::StatusOr<Value> BatchNorm(const Args& args) {
   for (absl::string_view name : {"running_mean", "running_var", "weight", "bias"}) {
     if (args.IsNone(name)) {
       if (!training && (name == "running_mean" || name == "running_var")) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " must be defined in evaluation mode"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, " must be defined in evaluation mode"));
       }
       continue;
     }
     const TensorMeta& p = args.Tensor(name);
     if (p.numel() != channels) {
-      return absl::InvalidArgumentError(absl::StrCat(name, " should contain ", channels, " elements not ", p.numel()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " should contain ", channels, " elements not ", p.numel()));
     }
     if (name == "weight" || name == "bias") grad = grad || p.requires_grad;
     if (param_dtype && *param_dtype != p.dtype) {
@@ -315,14 +354,16 @@ absl::StatusOr<Value> BatchNorm(const Args& args) {
     }
     param_dtype = p.dtype;
   }
-  if (absl::Status s = CheckKernel("batch_norm", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf); !s.ok()) {
+  if (absl::Status s =
+          CheckKernel("batch_norm", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf);
+      !s.ok()) {
     return s;
   }
   // CPU batch_norm mixes dtypes only for a bfloat16 input with float params.
   if (param_dtype && *param_dtype != x.dtype &&
       !(x.dtype == DType::kBFloat16 && *param_dtype == DType::kFloat32)) {
-    return absl::InvalidArgumentError(absl::StrCat("mixed dtype (CPU): expect parameter to have scalar type of ",
-                                                   DTypeName(x.dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mixed dtype (CPU): expect parameter to have scalar type of ", DTypeName(x.dtype)));
   }
   return Value(LikeInput(x, x.dtype, x.sizes, grad));
 }
@@ -334,30 +375,35 @@ absl::StatusOr<Value> LayerNorm(const Args& args) {
   bool matches = k >= 1 && k <= x.sizes.size();
   for (size_t i = 0; matches && i < k; ++i) matches = x.sizes[x.sizes.size() - k + i] == shape[i];
   if (k == 0) {
-    return absl::InvalidArgumentError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, but got normalized_shape = []");
+    return absl::InvalidArgumentError(
+        "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+        "element, but got normalized_shape = []");
   }
   if (!matches) {
-    return absl::InvalidArgumentError(absl::StrCat("Given normalized_shape=", Dims(shape),
-                                                   ", expected input with shape [*, ", absl::StrJoin(shape, ", "),
-                                                   "], but got input of size", Dims(x.sizes)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Given normalized_shape=", Dims(shape), ", expected input with shape [*, ",
+                     absl::StrJoin(shape, ", "), "], but got input of size", Dims(x.sizes)));
   }
   bool grad = x.requires_grad;
   for (absl::string_view name : {"weight", "bias"}) {
     if (args.IsNone(name)) continue;
     const TensorMeta& p = args.Tensor(name);
     if (p.sizes != shape) {
-      return absl::InvalidArgumentError(absl::StrCat("Expected ", name, " to be of same shape as normalized_shape, but got ",
-                                                     name, " of shape ", Dims(p.sizes), " and normalized_shape = ", Dims(shape)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Expected ", name, " to be of same shape as normalized_shape, but got ",
+                       name, " of shape ", Dims(p.sizes), " and normalized_shape = ", Dims(shape)));
     }
     grad = grad || p.requires_grad;
   }
-  if (absl::Status s = CheckKernel("LayerNormKernelImpl", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf);
+  if (absl::Status s =
+          CheckKernel("LayerNormKernelImpl", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf);
       !s.ok()) {
     return s;
   }
   for (absl::string_view name : {"weight", "bias"}) {
     if (!args.IsNone(name) && args.Tensor(name).dtype != x.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat("expected scalar type ", DTypeName(x.dtype), " but found ",
+      return absl::InvalidArgumentError(absl::StrCat("expected scalar type ", DTypeName(x.dtype),
+                                                     " but found ",
                                                      DTypeName(args.Tensor(name).dtype)));
     }
   }
@@ -375,9 +421,10 @@ absl::StatusOr<Value> Embedding(const Args& args) {
     }
   }
   if (idx.dtype != DType::kInt64 && idx.dtype != DType::kInt32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got ",
-        DTypeName(idx.dtype), " instead"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Expected tensor for argument #1 'indices' to have one of the following "
+                     "scalar types: Long, Int; but got ",
+                     DTypeName(idx.dtype), " instead"));
   }
   std::vector<int64_t> sizes = idx.sizes;
   sizes.push_back(w.sizes[1]);
@@ -402,10 +449,11 @@ absl::StatusOr<Value> Dropout(const Args& args, absl::string_view train_param) {
     return Value(std::move(out));
   }
   // The noise is drawn with bernoulli_ and scaled by 1/(1-p) in place.
-  if (absl::Status s = CheckKernel("bernoulli_scalar_cpu_", x.dtype, x.device, kHalf); !s.ok()) return s;
+  if (absl::Status s = CheckKernel("bernoulli_scalar_cpu_", x.dtype, x.device, kHalf); !s.ok())
+    return s;
   if (!IsFloating(x.dtype) && !IsComplex(x.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("result type Float can't be cast to the desired output type ",
-                                                   DTypeName(x.dtype)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "result type Float can't be cast to the desired output type ", DTypeName(x.dtype)));
   }
   if (inplace) return input;
   TensorMeta out = NewTensor(x.dtype, x.sizes, x.device, x.requires_grad);
@@ -423,11 +471,13 @@ InferFn ActivationFn(Activation a, absl::string_view self = "input") {
   return [a, self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
     const Value& input = args.Get(self);
     const TensorMeta& x = input.as_tensor();
-    if (absl::Status s = CheckKernel(a.kernel, x.dtype, x.device, a.cpu_unsupported); !s.ok()) return s;
+    if (absl::Status s = CheckKernel(a.kernel, x.dtype, x.device, a.cpu_unsupported); !s.ok())
+      return s;
     if (a.kernel == "GeluKernelImpl") {
       const std::string& approx = args.Get("approximate").as_string();
       if (approx != "none" && approx != "tanh") {
-        return absl::InvalidArgumentError(absl::StrCat("approximate argument must be either none or tanh."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("approximate argument must be either none or tanh."));
       }
     }
     if (args.Bool("inplace")) {
@@ -445,9 +495,11 @@ absl::StatusOr<Value> Pad(const Args& args) {
   const std::vector<int64_t> pad = args.IntList("pad");
   const std::string& mode = args.Get("mode").as_string();
   if (mode != "constant") {
-    return absl::UnimplementedError(absl::StrCat("F.pad with mode='", mode, "' is not modelled yet"));
+    return absl::UnimplementedError(
+        absl::StrCat("F.pad with mode='", mode, "' is not modelled yet"));
   }
-  if (pad.size() % 2 != 0) return absl::InvalidArgumentError("Padding length must be divisible by 2");
+  if (pad.size() % 2 != 0)
+    return absl::InvalidArgumentError("Padding length must be divisible by 2");
   if (static_cast<int64_t>(pad.size()) / 2 > x.dim()) {
     return absl::InvalidArgumentError("Padding length too large");
   }
@@ -457,8 +509,9 @@ absl::StatusOr<Value> Pad(const Args& args) {
     const int64_t size = sizes[d] + pad[2 * i] + pad[2 * i + 1];
     if (size < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "The input size ", sizes[d], ", plus negative padding ", pad[2 * i], " and ", pad[2 * i + 1],
-          " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input."));
+          "The input size ", sizes[d], ", plus negative padding ", pad[2 * i], " and ",
+          pad[2 * i + 1], " resulted in a negative output size, which is invalid. Check dimension ",
+          d, " of your input."));
     }
     sizes[d] = size;
   }
@@ -468,7 +521,8 @@ absl::StatusOr<Value> Pad(const Args& args) {
 absl::StatusOr<Value> Triangle(const Args& args, absl::string_view self, absl::string_view name) {
   const TensorMeta& x = args.Tensor(self);
   if (x.dim() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": input tensor must have at least 2 dimensions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": input tensor must have at least 2 dimensions"));
   }
   TensorMeta out = NewTensor(x.dtype, x.sizes, x.device, x.requires_grad);
   if (!IsContiguous(x)) out.strides.clear();
@@ -481,7 +535,8 @@ void RegisterNnOps(Registry& r) {
   const std::string f = "torch.nn.functional.";
   r.Add(f + "linear", {"Tensor input, Tensor weight, Tensor? bias=None"}, 0, Linear);
   r.Add(f + "conv2d",
-        {"Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, Any padding=0, int[2] dilation=1, "
+        {"Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, Any padding=0, int[2] "
+         "dilation=1, "
          "int groups=1"},
         0, [](const Args& a) -> absl::StatusOr<Value> {
           const Value& p = a.Get("padding");
@@ -489,52 +544,59 @@ void RegisterNnOps(Registry& r) {
                           (p.is_list() && std::all_of(p.items().begin(), p.items().end(),
                                                       [](const Value& v) { return v.is_int(); }));
           // Declared Any for its string form ('same', 'valid').
-          if (!ok) return TypeError("conv2d(): argument 'padding' must be a tuple of ints or a string");
+          if (!ok)
+            return TypeError("conv2d(): argument 'padding' must be a tuple of ints or a string");
           return Conv2d(a);
         });
   r.Add(f + "max_pool2d",
-        {"Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=0, int[2] dilation=1, "
+        {"Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=0, int[2] "
+         "dilation=1, "
          "bool ceil_mode=False, bool return_indices=False"},
         0, [](const Args& a) { return Pool2d(a, PoolKind::kMax); });
   r.Add(f + "avg_pool2d",
-        {"Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=0, bool ceil_mode=False, "
+        {"Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=0, bool "
+         "ceil_mode=False, "
          "bool count_include_pad=True, int? divisor_override=None"},
         0, [](const Args& a) { return Pool2d(a, PoolKind::kAvg); });
   r.Add(f + "adaptive_avg_pool2d", {"Tensor input, Any output_size"}, 0, AdaptiveAvgPool2d);
   r.Add(f + "batch_norm",
-        {"Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, Tensor? bias=None, "
+        {"Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, Tensor? "
+         "bias=None, "
          "bool training=False, float momentum=0.1, float eps=1e-05"},
         0, BatchNorm);
   r.Add(f + "layer_norm",
-        {"Tensor input, int[1] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05"}, 0,
-        LayerNorm);
+        {"Tensor input, int[1] normalized_shape, Tensor? weight=None, Tensor? bias=None, float "
+         "eps=1e-05"},
+        0, LayerNorm);
   r.Add(f + "embedding",
-        {"Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, float norm_type=2.0, "
+        {"Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, float "
+         "norm_type=2.0, "
          "bool scale_grad_by_freq=False, bool sparse=False"},
         0, Embedding);
-  r.Add(f + "dropout", {"Tensor input, float p=0.5, bool training=True, bool inplace=False"}, kRandom,
-        [](const Args& a) { return Dropout(a, "training"); });
+  r.Add(f + "dropout", {"Tensor input, float p=0.5, bool training=True, bool inplace=False"},
+        kRandom, [](const Args& a) { return Dropout(a, "training"); });
   r.Add("torch.dropout", {"Tensor input, float p, bool train"}, kRandom,
         [](const Args& a) { return Dropout(a, "train"); });
 
   const Activation relu{"relu", kBoolSet | kHalf};
   r.Add(f + "relu", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(relu));
-  r.Add("torch.relu_", {"Tensor input"}, kPointwise | kInplace, [relu](const Args& a) -> absl::StatusOr<Value> {
-    absl::StatusOr<Value> out = ActivationFn(relu)(a);
-    if (!out.ok()) return out;
-    if (absl::Status s = CheckNoInternalOverlap(a.Tensor("input")); !s.ok()) return s;
-    return a.Get("input");
-  });
+  r.Add("torch.relu_", {"Tensor input"}, kPointwise | kInplace,
+        [relu](const Args& a) -> absl::StatusOr<Value> {
+          absl::StatusOr<Value> out = ActivationFn(relu)(a);
+          if (!out.ok()) return out;
+          if (absl::Status s = CheckNoInternalOverlap(a.Tensor("input")); !s.ok()) return s;
+          return a.Get("input");
+        });
   const Activation hardtanh{"hardtanh", kBoolSet | kHalf};
-  r.Add(f + "hardtanh", {"Tensor input, float min_val=-1.0, float max_val=1.0, bool inplace=False"}, kPointwise,
-        ActivationFn(hardtanh));
+  r.Add(f + "hardtanh", {"Tensor input, float min_val=-1.0, float max_val=1.0, bool inplace=False"},
+        kPointwise, ActivationFn(hardtanh));
   r.Add(f + "relu6", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(hardtanh));
   r.Add(f + "gelu", {"Tensor input, *, str approximate=\"none\""}, kPointwise,
         ActivationFn({"GeluKernelImpl", kBoolSet | kIntegralSet | kHalf}));
   r.Add(f + "silu", {"Tensor input, bool inplace=False"}, kPointwise,
         ActivationFn({"silu", kBoolSet | kIntegralSet | kHalf}));
-  r.Add(f + "leaky_relu", {"Tensor input, float negative_slope=0.01, bool inplace=False"}, kPointwise,
-        ActivationFn({"leaky_relu", kBoolSet | kIntegralSet | kHalf}));
+  r.Add(f + "leaky_relu", {"Tensor input, float negative_slope=0.01, bool inplace=False"},
+        kPointwise, ActivationFn({"leaky_relu", kBoolSet | kIntegralSet | kHalf}));
   r.Add(f + "pad", {"Tensor input, int[] pad, str mode=\"constant\", float? value=None"}, 0, Pad);
   r.Alias(f + "sigmoid", "torch.sigmoid");
   r.Alias(f + "tanh", "torch.tanh");

@@ -14,15 +14,15 @@ namespace {
 
 // ---------------------------------------------------------------- unary
 enum class UnaryRule {
-  kToFloat,      // integral inputs compute in the default float (sin, exp)
-  kSame,         // output dtype = input dtype (abs, floor)
-  kBoolResult,   // always bool (isnan, logical_not)
+  kToFloat,     // integral inputs compute in the default float (sin, exp)
+  kSame,        // output dtype = input dtype (abs, floor)
+  kBoolResult,  // always bool (isnan, logical_not)
 };
 
 struct UnarySpec {
   absl::string_view kernel;
   UnaryRule rule;
-  DTypeSet cpu_unsupported;  // dtypes (after promotion) torch 1.13's CPU kernel lacks
+  DTypeSet cpu_unsupported;           // dtypes (after promotion) torch 1.13's CPU kernel lacks
   absl::string_view bool_error = {};  // torch's own message where it rejects bool first
   bool differentiable = true;
 };
@@ -38,7 +38,8 @@ InferFn Unary(UnarySpec spec, absl::string_view self = "input") {
     if (spec.rule == UnaryRule::kToFloat) out = ToFloatIfIntegral(t.dtype);
     if (spec.rule == UnaryRule::kBoolResult) out = DType::kBool;
     const DType compute = spec.rule == UnaryRule::kBoolResult ? t.dtype : out;
-    if (absl::Status s = CheckKernel(spec.kernel, compute, t.device, spec.cpu_unsupported); !s.ok()) {
+    if (absl::Status s = CheckKernel(spec.kernel, compute, t.device, spec.cpu_unsupported);
+        !s.ok()) {
       return s;
     }
     const Value* in[] = {&x};
@@ -57,9 +58,9 @@ InferFn UnaryInplace(UnarySpec spec, absl::string_view self = "self") {
     const TensorMeta& t = args.Tensor(self);
     if (absl::Status s = CheckNoInternalOverlap(t); !s.ok()) return s;
     if (!CanCast(out->as_tensor().dtype, t.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat("result type ", DTypeName(out->as_tensor().dtype),
-                                                     " can't be cast to the desired output type ",
-                                                     DTypeName(t.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("result type ", DTypeName(out->as_tensor().dtype),
+                       " can't be cast to the desired output type ", DTypeName(t.dtype)));
     }
     return Value(t);
   };
@@ -67,15 +68,15 @@ InferFn UnaryInplace(UnarySpec spec, absl::string_view self = "self") {
 
 // ---------------------------------------------------------------- binary
 enum class BinaryRule {
-  kArith,       // add, mul: result_type
-  kSub,         // result_type; bool operands rejected
-  kTrueDiv,     // result_type, integral -> default float
-  kIntegerOk,   // floor_divide, remainder, fmod, pow: result_type, no bool kernel
-  kCompare,     // eq, lt, ...: bool
-  kLogical,     // logical_and, ...: bool
-  kBitwise,     // bitwise_and, ...: integral or bool only
-  kFloatMath,   // atan2: result_type, integral -> float
-  kMaxMin,      // maximum, minimum: tensors only
+  kArith,      // add, mul: result_type
+  kSub,        // result_type; bool operands rejected
+  kTrueDiv,    // result_type, integral -> default float
+  kIntegerOk,  // floor_divide, remainder, fmod, pow: result_type, no bool kernel
+  kCompare,    // eq, lt, ...: bool
+  kLogical,    // logical_and, ...: bool
+  kBitwise,    // bitwise_and, ...: integral or bool only
+  kFloatMath,  // atan2: result_type, integral -> float
+  kMaxMin,     // maximum, minimum: tensors only
 };
 
 struct BinarySpec {
@@ -100,7 +101,8 @@ absl::StatusOr<DType> BinaryDType(const BinarySpec& spec, const Args& args, cons
     }
     if (is_bool(a) || is_bool(b)) {
       return absl::InvalidArgumentError(
-          "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+          "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+          "to "
           "invert a mask, use the `~` or `logical_not()` operator instead.");
     }
   }
@@ -113,7 +115,8 @@ absl::StatusOr<DType> BinaryDType(const BinarySpec& spec, const Args& args, cons
     rounding = args.Get("rounding_mode").as_string();
     if (rounding != "trunc" && rounding != "floor") {
       return absl::InvalidArgumentError(absl::StrCat(
-          "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", rounding, "'"));
+          "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", rounding,
+          "'"));
     }
   }
   switch (spec.rule) {
@@ -144,7 +147,8 @@ absl::StatusOr<DType> BinaryDType(const BinarySpec& spec, const Args& args, cons
       break;
     case BinaryRule::kMaxMin:
       if (IsComplex(*common)) {
-        return absl::InvalidArgumentError(absl::StrCat(spec.kernel, " not implemented for complex tensors."));
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec.kernel, " not implemented for complex tensors."));
       }
       break;
     default:
@@ -276,7 +280,8 @@ InferFn Clamp(absl::string_view self, bool inplace) {
     const Value& lo = args.Get("min");
     const Value& hi = args.Get("max");
     if (lo.is_none() && hi.is_none()) {
-      return absl::InvalidArgumentError("torch.clamp: At least one of 'min' or 'max' must not be None");
+      return absl::InvalidArgumentError(
+          "torch.clamp: At least one of 'min' or 'max' must not be None");
     }
     const Value* all[] = {&x, &lo, &hi};
     absl::StatusOr<Device> device = CommonDevice(all);
@@ -310,8 +315,9 @@ InferFn MaskedFill(bool inplace) {
     const TensorMeta& mask = args.Tensor("mask");
     const Value& value = args.Get("value");
     if (mask.dtype != DType::kBool) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "masked_fill_ only supports boolean masks, but got mask with dtype ", DTypeName(mask.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("masked_fill_ only supports boolean masks, but got mask with dtype ",
+                       DTypeName(mask.dtype)));
     }
     if (value.is_tensor() && value.as_tensor().dim() != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -322,9 +328,9 @@ InferFn MaskedFill(bool inplace) {
     absl::StatusOr<std::vector<int64_t>> sizes = BroadcastShapes(self.sizes, mask.sizes);
     if (!sizes.ok()) return sizes.status();
     if (inplace && *sizes != self.sizes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output with shape [", absl::StrJoin(self.sizes, ", "),
-          "] doesn't match the broadcast shape [", absl::StrJoin(*sizes, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("output with shape [", absl::StrJoin(self.sizes, ", "),
+                       "] doesn't match the broadcast shape [", absl::StrJoin(*sizes, ", "), "]"));
     }
     if (inplace) {
       if (absl::Status s = CheckNoInternalOverlap(self); !s.ok()) return s;
@@ -337,7 +343,8 @@ InferFn MaskedFill(bool inplace) {
     TensorMeta out = NewTensor(self.dtype, *std::move(sizes), *device, AnyRequiresGrad(all));
     // The out-of-place form clones self and then expands the mask into it:
     // the clone keeps self's layout, so only a canonical self is tracked.
-    if (self.strides != ContiguousStrides(self.sizes) || out.sizes != self.sizes) out.strides.clear();
+    if (self.strides != ContiguousStrides(self.sizes) || out.sizes != self.sizes)
+      out.strides.clear();
     return Value(std::move(out));
   };
 }
@@ -349,8 +356,9 @@ absl::StatusOr<Value> Fill(const Args& args) {
   const Value& self = args.Get("self");
   const Value& value = args.Get("value");
   if (value.is_tensor() && value.as_tensor().dim() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("fill_ only supports 0-dimension value tensor but got tensor with ",
-                                                   value.as_tensor().dim(), " dimensions."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fill_ only supports 0-dimension value tensor but got tensor with ",
+                     value.as_tensor().dim(), " dimensions."));
   }
   return self;
 }
@@ -364,8 +372,9 @@ absl::StatusOr<Value> Copy(const Args& args) {
   absl::StatusOr<std::vector<int64_t>> b = BroadcastShapes(t.sizes, args.Tensor("src").sizes);
   if (!b.ok()) return b.status();
   if (*b != t.sizes) {
-    return absl::InvalidArgumentError(absl::StrCat("copy_: src of shape [", absl::StrJoin(args.Tensor("src").sizes, ", "),
-                                                   "] cannot be broadcast to self's [", absl::StrJoin(t.sizes, ", "), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("copy_: src of shape [", absl::StrJoin(args.Tensor("src").sizes, ", "),
+                     "] cannot be broadcast to self's [", absl::StrJoin(t.sizes, ", "), "]"));
   }
   TensorMeta out = t;
   out.requires_grad = t.requires_grad || args.Tensor("src").requires_grad;
@@ -384,12 +393,11 @@ void RegisterPointwiseOps(Registry& r) {
     DTypeSet cpu_unsupported;
   };
   static constexpr FloatUnary kFloatUnary[] = {
-      {"sin", kHalfOnly},   {"cos", kHalfOnly},    {"tan", kHalfOnly},   {"exp", kHalfOnly},
-      {"log", kHalfOnly},   {"sqrt", kHalfOnly},   {"rsqrt", kHalfOnly}, {"sigmoid", kHalfOnly},
-      {"tanh", kHalfOnly},  {"erf", kHalfOnly},    {"log1p", kHalfOnly}, {"expm1", kHalfOnly},
-      {"asin", kHalfOnly},  {"acos", kHalfOnly},   {"atan", kHalfOnly},  {"sinh", kHalfOnly},
-      {"cosh", kHalfOnly},  {"log2", kHalfOnly},   {"reciprocal", kNoDTypes},
-      {"exp2", kNoDTypes},
+      {"sin", kHalfOnly},  {"cos", kHalfOnly},  {"tan", kHalfOnly},        {"exp", kHalfOnly},
+      {"log", kHalfOnly},  {"sqrt", kHalfOnly}, {"rsqrt", kHalfOnly},      {"sigmoid", kHalfOnly},
+      {"tanh", kHalfOnly}, {"erf", kHalfOnly},  {"log1p", kHalfOnly},      {"expm1", kHalfOnly},
+      {"asin", kHalfOnly}, {"acos", kHalfOnly}, {"atan", kHalfOnly},       {"sinh", kHalfOnly},
+      {"cosh", kHalfOnly}, {"log2", kHalfOnly}, {"reciprocal", kNoDTypes}, {"exp2", kNoDTypes},
   };
   for (const FloatUnary& u : kFloatUnary) {
     UnarySpec spec{u.name, UnaryRule::kToFloat, u.cpu_unsupported};
@@ -405,13 +413,18 @@ void RegisterPointwiseOps(Registry& r) {
     absl::string_view bool_error;
   };
   static constexpr absl::string_view kNegBool =
-      "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
+      "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert "
+      "a "
       "mask, use the `~` or `logical_not()` operator instead.";
   static constexpr SameUnary kSameUnary[] = {
-      {"abs", kBoolSet, {}},           {"neg", kNoDTypes, kNegBool},
-      {"relu", kBoolSet | kHalfOnly, {}}, {"floor", kBoolSet | kHalfOnly, {}},
-      {"ceil", kBoolSet | kHalfOnly, {}}, {"round", kBoolSet | kHalfOnly, {}},
-      {"trunc", kBoolSet | kHalfOnly, {}}, {"sign", kNoDTypes, {}},
+      {"abs", kBoolSet, {}},
+      {"neg", kNoDTypes, kNegBool},
+      {"relu", kBoolSet | kHalfOnly, {}},
+      {"floor", kBoolSet | kHalfOnly, {}},
+      {"ceil", kBoolSet | kHalfOnly, {}},
+      {"round", kBoolSet | kHalfOnly, {}},
+      {"trunc", kBoolSet | kHalfOnly, {}},
+      {"sign", kNoDTypes, {}},
   };
   for (const SameUnary& u : kSameUnary) {
     UnarySpec spec{u.name, UnaryRule::kSame, u.cpu_unsupported, u.bool_error};
@@ -444,8 +457,8 @@ void RegisterPointwiseOps(Registry& r) {
                   "ifloordiv");
   AddBinaryFamily(r, "remainder", {"remainder", BinaryRule::kIntegerOk, kBoolSet}, "mod", "imod");
   AddBinaryFamily(r, "fmod", {"fmod", BinaryRule::kIntegerOk, kBoolSet});
-  AddBinaryFamily(r, "pow",
-                  {"pow", BinaryRule::kIntegerOk, kBoolSet, false, false, "exponent"}, "pow", "ipow");
+  AddBinaryFamily(r, "pow", {"pow", BinaryRule::kIntegerOk, kBoolSet, false, false, "exponent"},
+                  "pow", "ipow");
   AddBinaryFamily(r, "atan2", {"atan2", BinaryRule::kFloatMath, kHalfOnly}, {}, {},
                   /*tensor_second=*/true);
   AddBinaryFamily(r, "maximum", {"maximum", BinaryRule::kMaxMin}, {}, {}, /*tensor_second=*/true,
@@ -464,11 +477,11 @@ void RegisterPointwiseOps(Registry& r) {
 
   r.Add("torch.where", {"Tensor condition, Tensor|Number input, Tensor|Number other"}, kPointwise,
         InferWhere);
-  r.Add("torch.clamp", {"Tensor input, Tensor|Number? min=None, Tensor|Number? max=None"}, kPointwise,
-        Clamp("input", false));
+  r.Add("torch.clamp", {"Tensor input, Tensor|Number? min=None, Tensor|Number? max=None"},
+        kPointwise, Clamp("input", false));
   r.Alias("torch.clip", "torch.clamp");
-  r.Add("Tensor.clamp", {"Tensor self, Tensor|Number? min=None, Tensor|Number? max=None"}, kPointwise,
-        Clamp("self", false));
+  r.Add("Tensor.clamp", {"Tensor self, Tensor|Number? min=None, Tensor|Number? max=None"},
+        kPointwise, Clamp("self", false));
   r.Add("Tensor.clamp_", {"Tensor self, Tensor|Number? min=None, Tensor|Number? max=None"},
         kPointwise | kInplace, Clamp("self", true));
   r.Add("Tensor.masked_fill", {"Tensor self, Tensor mask, Tensor|Number value"}, kPointwise,

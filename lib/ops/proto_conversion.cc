@@ -80,7 +80,8 @@ absl::StatusOr<ir::Argument> ToArgument(const Value& value) {
   } else if (value.is_ellipsis()) {
     arg.mutable_ellipsis();
   } else if (value.is_memory_format()) {
-    arg.set_memory_format(static_cast<ir::MemoryFormat>(static_cast<int>(value.as_memory_format()) + 1));
+    arg.set_memory_format(
+        static_cast<ir::MemoryFormat>(static_cast<int>(value.as_memory_format()) + 1));
   } else if (value.is_list()) {
     ir::ArgumentList* list = arg.mutable_list();
     list->set_is_tuple(value.as_list().is_tuple);

@@ -11,12 +11,12 @@ namespace dynamo::ops {
 namespace {
 
 enum class ReduceDType {
-  kSumLike,   // integral and bool -> int64 (sum, prod, cumsum), dtype= overrides
-  kFloatOnly, // must be floating/complex (mean), dtype= overrides
-  kSame,      // amax, amin
-  kBool,      // all, any (uint8 stays uint8)
-  kToFloat,   // logsumexp: integral -> default float
-  kStd,       // std/var: floating only, complex -> real
+  kSumLike,    // integral and bool -> int64 (sum, prod, cumsum), dtype= overrides
+  kFloatOnly,  // must be floating/complex (mean), dtype= overrides
+  kSame,       // amax, amin
+  kBool,       // all, any (uint8 stays uint8)
+  kToFloat,    // logsumexp: integral -> default float
+  kStd,        // std/var: floating only, complex -> real
 };
 
 struct ReduceSpec {
@@ -40,9 +40,8 @@ absl::StatusOr<DType> ReducedDType(const ReduceSpec& spec, const Args& args, con
       DType d = requested ? *requested : t.dtype;
       if (!IsFloating(d) && !IsComplex(d)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            spec.name, "(): could not infer output dtype. ",
-            requested ? "Optional" : "Input", " dtype must be either a floating point or complex dtype. Got: ",
-            DTypeName(d)));
+            spec.name, "(): could not infer output dtype. ", requested ? "Optional" : "Input",
+            " dtype must be either a floating point or complex dtype. Got: ", DTypeName(d)));
       }
       out = d;
       break;
@@ -57,8 +56,8 @@ absl::StatusOr<DType> ReducedDType(const ReduceSpec& spec, const Args& args, con
       break;
     case ReduceDType::kStd:
       if (!IsFloating(t.dtype) && !IsComplex(t.dtype)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            spec.name, ": only support floating point and complex dtypes"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec.name, ": only support floating point and complex dtypes"));
       }
       if (t.dtype == DType::kComplex64) out = DType::kFloat32;
       if (t.dtype == DType::kComplex128) out = DType::kFloat64;
@@ -88,13 +87,14 @@ absl::StatusOr<std::vector<int64_t>> ReduceShape(const ReduceSpec& spec, const T
   if (spec.needs_identity) {
     if (dims.empty() && t.numel() == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          spec.name, "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+          spec.name,
+          "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
           "reduction dim with the 'dim' argument."));
     }
     for (size_t i = 0; i < mask->size(); ++i) {
       if ((*mask)[i] && t.sizes[i] == 0) {
-        return absl::OutOfRangeError(absl::StrCat(spec.name, "(): Expected reduction dim ", i,
-                                                  " to have non-zero size."));
+        return absl::OutOfRangeError(
+            absl::StrCat(spec.name, "(): Expected reduction dim ", i, " to have non-zero size."));
       }
     }
   }
@@ -113,8 +113,9 @@ InferFn Reduce(ReduceSpec spec, absl::string_view self) {
         t.numel() != 0) {
       // torch 1.13 resizes its result to the reduced shape but broadcasts the
       // max it subtracts with keepdim, and the two disagree.
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output with shape [] doesn't match the broadcast shape (logsumexp with dim=[] in torch 1.13)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("output with shape [] doesn't match the broadcast shape (logsumexp with "
+                       "dim=[] in torch 1.13)"));
     }
     absl::StatusOr<std::vector<int64_t>> sizes = ReduceShape(spec, t, dims, args.Bool("keepdim"));
     if (!sizes.ok()) return sizes.status();
@@ -125,7 +126,8 @@ InferFn Reduce(ReduceSpec spec, absl::string_view self) {
 
 // argmax/argmin(input, dim=None, keepdim=False): int64 indices.
 InferFn ArgReduce(absl::string_view name, absl::string_view self) {
-  return [name = std::string(name), self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
+  return [name = std::string(name),
+          self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
     const TensorMeta& t = args.Tensor(self);
     if (absl::Status s = CheckKernel(name, t.dtype, t.device, kBoolSet, t.numel()); !s.ok()) {
       return s;
@@ -142,7 +144,8 @@ InferFn ArgReduce(absl::string_view name, absl::string_view self) {
 // max/min: (input) -> value; (input, dim, keepdim) -> (values, indices);
 // (input, other) -> maximum/minimum.
 InferFn MaxMin(absl::string_view name, absl::string_view self) {
-  return [name = std::string(name), self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
+  return [name = std::string(name),
+          self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
     const Value& x = args.Get(self);
     const TensorMeta& t = x.as_tensor();
     ReduceSpec spec{name, ReduceDType::kSame, kNoDTypes, /*needs_identity=*/true};
@@ -172,7 +175,8 @@ InferFn MaxMin(absl::string_view name, absl::string_view self) {
 
 // std/var: (input, dim, unbiased, keepdim) or (input, dim=None, *, correction, keepdim).
 InferFn StdVar(absl::string_view name, absl::string_view self) {
-  return [name = std::string(name), self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
+  return [name = std::string(name),
+          self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
     const TensorMeta& t = args.Tensor(self);
     ReduceSpec spec{name, ReduceDType::kStd};
     absl::StatusOr<DType> dtype = ReducedDType(spec, args, t);
@@ -186,7 +190,8 @@ InferFn StdVar(absl::string_view name, absl::string_view self) {
 
 // all/any: (input) or (input, int dim, keepdim=False).
 InferFn AllAny(absl::string_view name, absl::string_view self) {
-  return [name = std::string(name), self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
+  return [name = std::string(name),
+          self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
     const TensorMeta& t = args.Tensor(self);
     ReduceSpec spec{name, ReduceDType::kBool};
     absl::StatusOr<DType> dtype = ReducedDType(spec, args, t);
@@ -208,7 +213,8 @@ enum class ScanKind { kCumsum, kSoftmax };
 // cumsum(input, dim, *, dtype) and softmax/log_softmax(input, dim, dtype):
 // same shape, dim checked, dtype by the family's rule.
 InferFn Scan(absl::string_view name, ScanKind kind, absl::string_view self) {
-  return [name = std::string(name), kind, self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
+  return [name = std::string(name), kind,
+          self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
     const TensorMeta& t = args.Tensor(self);
     const Value& dim_value = args.Get("dim");
     int64_t dim = 0;
@@ -265,7 +271,12 @@ InferFn TopK(absl::string_view self) {
     const int64_t k = args.Int("k");
     const int64_t size = t.dim() == 0 ? 1 : t.sizes[static_cast<size_t>(*dim)];
     if (k < 0 || k > size) return absl::OutOfRangeError("selected index k out of range");
-    if (absl::Status s = CheckKernel("topk", t.dtype, t.device, kBoolSet | kHalf); !s.ok()) return s;
+    // A 0-dim input is copied without reaching the kernel.
+    if (absl::Status s =
+            CheckKernel("topk", t.dtype, t.device, kBoolSet | kHalf, t.dim() == 0 ? 0 : 1);
+        !s.ok()) {
+      return s;
+    }
     std::vector<int64_t> sizes = t.sizes;
     if (t.dim() > 0) sizes[static_cast<size_t>(*dim)] = k;
     TensorMeta values = NewTensor(t.dtype, sizes, t.device, t.requires_grad);
@@ -321,10 +332,11 @@ void RegisterReductionOps(Registry& r) {
             [name](absl::string_view self) { return ArgReduce(name, self); });
   }
   for (absl::string_view name : {"max", "min"}) {
-    AddBoth(r, name,
-            {"Tensor input", "Tensor input, int dim, bool keepdim=False", "Tensor input, Tensor other"},
-            {"Tensor self", "Tensor self, int dim, bool keepdim=False", "Tensor self, Tensor other"},
-            kReduction, [name](absl::string_view self) { return MaxMin(name, self); });
+    AddBoth(
+        r, name,
+        {"Tensor input", "Tensor input, int dim, bool keepdim=False", "Tensor input, Tensor other"},
+        {"Tensor self", "Tensor self, int dim, bool keepdim=False", "Tensor self, Tensor other"},
+        kReduction, [name](absl::string_view self) { return MaxMin(name, self); });
   }
   for (absl::string_view name : {"std", "var"}) {
     AddBoth(r, name,
@@ -341,8 +353,11 @@ void RegisterReductionOps(Registry& r) {
             {"Tensor self", "Tensor self, int dim, bool keepdim=False"}, kReduction,
             [name](absl::string_view self) { return AllAny(name, self); });
   }
-  AddBoth(r, "sort", {"Tensor input, int dim=-1, bool descending=False", "Tensor input, *, bool? stable, int dim=-1, bool descending=False"},
-          {"Tensor self, int dim=-1, bool descending=False", "Tensor self, *, bool? stable, int dim=-1, bool descending=False"},
+  AddBoth(r, "sort",
+          {"Tensor input, int dim=-1, bool descending=False",
+           "Tensor input, *, bool? stable, int dim=-1, bool descending=False"},
+          {"Tensor self, int dim=-1, bool descending=False",
+           "Tensor self, *, bool? stable, int dim=-1, bool descending=False"},
           0, Sort);
   AddBoth(r, "topk", {"Tensor input, int k, int dim=-1, bool largest=True, bool sorted=True"},
           {"Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True"}, 0, TopK);

@@ -45,13 +45,19 @@ absl::StatusOr<Param::Type> ParseType(absl::string_view t, int* list_size) {
     Param::Type type;
   };
   static constexpr Named kTypes[] = {
-      {"Tensor", Param::Type::kTensor},       {"Number", Param::Type::kNumber},
+      {"Tensor", Param::Type::kTensor},
+      {"Number", Param::Type::kNumber},
       {"Tensor|Number", Param::Type::kTensorOrNumber},
-      {"int", Param::Type::kInt},             {"float", Param::Type::kFloat},
-      {"bool", Param::Type::kBool},           {"str", Param::Type::kString},
-      {"Tensor[]", Param::Type::kTensorList}, {"dtype", Param::Type::kDType},
-      {"device", Param::Type::kDevice},       {"layout", Param::Type::kLayout},
-      {"memory_format", Param::Type::kMemoryFormat}, {"Any", Param::Type::kAny},
+      {"int", Param::Type::kInt},
+      {"float", Param::Type::kFloat},
+      {"bool", Param::Type::kBool},
+      {"str", Param::Type::kString},
+      {"Tensor[]", Param::Type::kTensorList},
+      {"dtype", Param::Type::kDType},
+      {"device", Param::Type::kDevice},
+      {"layout", Param::Type::kLayout},
+      {"memory_format", Param::Type::kMemoryFormat},
+      {"Any", Param::Type::kAny},
   };
   for (const Named& n : kTypes) {
     if (n.name == t) return n.type;
@@ -114,24 +120,36 @@ bool IsIntValue(const Value& v) { return v.is_int(); }
 bool Accepts(const Param& p, const Value& v) {
   if (v.is_none()) return p.optional || p.type == Param::Type::kAny;
   switch (p.type) {
-    case Param::Type::kTensor: return v.is_tensor();
-    case Param::Type::kNumber: return v.is_number();
-    case Param::Type::kTensorOrNumber: return v.is_tensor() || v.is_number();
-    case Param::Type::kInt: return v.is_int();
-    case Param::Type::kFloat: return v.is_int() || v.is_float() || v.is_bool();
-    case Param::Type::kBool: return v.is_bool();
-    case Param::Type::kString: return v.is_string();
+    case Param::Type::kTensor:
+      return v.is_tensor();
+    case Param::Type::kNumber:
+      return v.is_number();
+    case Param::Type::kTensorOrNumber:
+      return v.is_tensor() || v.is_number();
+    case Param::Type::kInt:
+      return v.is_int();
+    case Param::Type::kFloat:
+      return v.is_int() || v.is_float() || v.is_bool();
+    case Param::Type::kBool:
+      return v.is_bool();
+    case Param::Type::kString:
+      return v.is_string();
     case Param::Type::kIntList:
       if (p.list_size > 0 && v.is_int()) return true;
       return v.is_list() && std::all_of(v.items().begin(), v.items().end(), IsIntValue);
     case Param::Type::kTensorList:
       return v.is_list() && std::all_of(v.items().begin(), v.items().end(),
                                         [](const Value& x) { return x.is_tensor(); });
-    case Param::Type::kDType: return v.is_dtype();
-    case Param::Type::kDevice: return v.is_device() || v.is_string();
-    case Param::Type::kLayout: return v.is_string();
-    case Param::Type::kMemoryFormat: return v.is_memory_format();
-    case Param::Type::kAny: return true;
+    case Param::Type::kDType:
+      return v.is_dtype();
+    case Param::Type::kDevice:
+      return v.is_device() || v.is_string();
+    case Param::Type::kLayout:
+      return v.is_string();
+    case Param::Type::kMemoryFormat:
+      return v.is_memory_format();
+    case Param::Type::kAny:
+      return true;
   }
   return false;
 }
@@ -146,9 +164,8 @@ absl::Status BindOne(const std::string& op, const Signature& sig, absl::Span<con
   for (size_t i = 0; i < args.size(); ++i) {
     while (next < n && sig.params[next].keyword_only) ++next;
     if (next >= n) {
-      return absl::InvalidArgumentError(absl::StrCat(op, "() takes at most ", next,
-                                                     " positional arguments but ", args.size(),
-                                                     " were given"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, "() takes at most ", next, " positional arguments but ", args.size(), " were given"));
     }
     const Param& p = sig.params[next];
     if (p.varargs) {
@@ -194,10 +211,9 @@ absl::Status BindOne(const std::string& op, const Signature& sig, absl::Span<con
       continue;
     }
     if (!Accepts(p, *values[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(op, "(): argument '", p.name,
-                                                     "' must be ", sig.text.empty() ? "" : "as in (",
-                                                     sig.text, "), not ", TypeName(*values[i]),
-                                                     " ", ToString(*values[i])));
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, "(): argument '", p.name, "' must be ", sig.text.empty() ? "" : "as in (", sig.text,
+          "), not ", TypeName(*values[i]), " ", ToString(*values[i])));
     }
   }
   return absl::OkStatus();
@@ -207,9 +223,14 @@ absl::Status BindOne(const std::string& op, const Signature& sig, absl::Span<con
 
 std::string TagsToString(uint32_t tags) {
   static constexpr std::pair<uint32_t, absl::string_view> kNames[] = {
-      {kPointwise, "pointwise"}, {kReduction, "reduction"}, {kView, "view"},
-      {kInplace, "inplace"},     {kFactory, "factory"},     {kRandom, "random"},
-      {kDataDependent, "data_dependent"}, {kNoTensorOutput, "no_tensor_output"}};
+      {kPointwise, "pointwise"},
+      {kReduction, "reduction"},
+      {kView, "view"},
+      {kInplace, "inplace"},
+      {kFactory, "factory"},
+      {kRandom, "random"},
+      {kDataDependent, "data_dependent"},
+      {kNoTensorOutput, "no_tensor_output"}};
   std::vector<absl::string_view> out;
   for (const auto& [bit, name] : kNames) {
     if (tags & bit) out.push_back(name);
@@ -217,7 +238,8 @@ std::string TagsToString(uint32_t tags) {
   return absl::StrJoin(out, ",");
 }
 
-Args::Args(const OpEntry& op, int overload, std::vector<const Value*> values, std::vector<Value> owned)
+Args::Args(const OpEntry& op, int overload, std::vector<const Value*> values,
+           std::vector<Value> owned)
     : op_(&op), overload_(overload), values_(std::move(values)), owned_(std::move(owned)) {}
 
 const Value& Args::Get(absl::string_view name) const {
@@ -278,8 +300,8 @@ absl::StatusOr<Args> OpEntry::Bind(absl::Span<const Value> args,
     errors.emplace_back(s.message());
   }
   if (errors.size() == 1) return absl::InvalidArgumentError(errors[0]);
-  return absl::InvalidArgumentError(absl::StrCat(name_, "() received an invalid combination of arguments: ",
-                                                 absl::StrJoin(errors, "; ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      name_, "() received an invalid combination of arguments: ", absl::StrJoin(errors, "; ")));
 }
 
 absl::StatusOr<Value> OpEntry::Infer(absl::Span<const Value> args,
@@ -289,8 +311,8 @@ absl::StatusOr<Value> OpEntry::Infer(absl::Span<const Value> args,
   return infer_(*bound);
 }
 
-void Registry::Add(absl::string_view name, std::vector<absl::string_view> signatures,
-                   uint32_t tags, InferFn infer) {
+void Registry::Add(absl::string_view name, std::vector<absl::string_view> signatures, uint32_t tags,
+                   InferFn infer) {
   auto entry = std::make_shared<OpEntry>();
   entry->name_ = std::string(name);
   entry->tags_ = tags;
@@ -298,7 +320,8 @@ void Registry::Add(absl::string_view name, std::vector<absl::string_view> signat
   for (absl::string_view text : signatures) {
     absl::StatusOr<Signature> sig = ParseSignature(text);
     if (!sig.ok()) {
-      if (status_.ok()) status_ = absl::InternalError(absl::StrCat(name, ": ", sig.status().message()));
+      if (status_.ok())
+        status_ = absl::InternalError(absl::StrCat(name, ": ", sig.status().message()));
       return;
     }
     entry->signatures_.push_back(*std::move(sig));
@@ -311,7 +334,8 @@ void Registry::Add(absl::string_view name, std::vector<absl::string_view> signat
 void Registry::Alias(absl::string_view alias, absl::string_view name) {
   auto it = entries_.find(name);
   if (it == entries_.end()) {
-    if (status_.ok()) status_ = absl::InternalError(absl::StrCat("alias of unknown op '", name, "'"));
+    if (status_.ok())
+      status_ = absl::InternalError(absl::StrCat("alias of unknown op '", name, "'"));
     return;
   }
   auto entry = std::make_shared<OpEntry>(*it->second);
@@ -330,8 +354,8 @@ absl::StatusOr<Value> Registry::Infer(absl::string_view name, absl::Span<const V
                                       absl::Span<const Kwarg> kwargs) const {
   const OpEntry* op = Find(name);
   if (op == nullptr) {
-    return absl::NotFoundError(absl::StrCat("unknown op '", name,
-                                            "': no registry entry, so its output is not guessed"));
+    return absl::NotFoundError(
+        absl::StrCat("unknown op '", name, "': no registry entry, so its output is not guessed"));
   }
   return op->Infer(args, kwargs);
 }

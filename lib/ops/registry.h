@@ -5,13 +5,22 @@
 // torch would, without running a kernel. The ONNX op-schema model: one
 // declarative entry per op, built from the shared helpers in infer_helpers.h.
 //
-//   Registry registry;
-//   DYNAMO_RETURN_IF_ERROR(RegisterAllOps(registry));   // explicit, no static init
+//   const Registry& registry = DefaultRegistry();  // RegisterAllOps, built once
 //   absl::StatusOr<Value> out = registry.Infer(
 //       "torch.add", {Value(x_meta), Value(2.5)}, {{"alpha", Value(2)}});
-//   // out->as_tensor(): float32[...]; errors where torch raises, with a message.
+//   // out->as_tensor(): float32[...]; an error where torch raises, with a message.
 //
-// An op with no entry is reported as NotFound ("unknown op"), never guessed.
+// What "exactly as torch" means here, and where it stops:
+//  - An op with no entry is reported as NotFound ("unknown op"), never guessed;
+//    an argument combination an entry does not model is Unimplemented.
+//  - dtype rules include torch 1.13's CPU kernel coverage (sin has no float16
+//    CPU kernel, so sin on a CPU float16 tensor is an error, as in torch).
+//  - Strides are exact for views and for the outputs whose layout torch
+//    defines (TensorIterator outputs, fresh contiguous results); where torch
+//    picks a layout the registry does not model, strides are left empty
+//    ("not tracked") rather than guessed.
+//  - Leafness is not metadata: in-place ops on a leaf that requires grad are
+//    accepted here (torch raises for leaves only).
 // Python is not used here at all; the differential test (test/ops) proves the
 // entries against real torch.
 #pragma once
@@ -33,13 +42,13 @@ namespace dynamo::ops {
 
 // What kind of op an entry is; consumers (tracer, graph builder) use these.
 enum Tag : uint32_t {
-  kPointwise = 1u << 0,      // elementwise, broadcasting
-  kReduction = 1u << 1,      // reduces dims
-  kView = 1u << 2,           // output aliases the input (strides are exact)
-  kInplace = 1u << 3,        // mutates its first argument and returns it
-  kFactory = 1u << 4,        // makes a new tensor from sizes/values
-  kRandom = 1u << 5,         // reads the RNG state
-  kDataDependent = 1u << 6,  // an output size can depend on tensor values
+  kPointwise = 1u << 0,       // elementwise, broadcasting
+  kReduction = 1u << 1,       // reduces dims
+  kView = 1u << 2,            // output aliases the input (strides are exact)
+  kInplace = 1u << 3,         // mutates its first argument and returns it
+  kFactory = 1u << 4,         // makes a new tensor from sizes/values
+  kRandom = 1u << 5,          // reads the RNG state
+  kDataDependent = 1u << 6,   // an output size can depend on tensor values
   kNoTensorOutput = 1u << 7,  // returns a Python value (Tensor.dim, Tensor.size)
 };
 std::string TagsToString(uint32_t tags);
@@ -48,15 +57,27 @@ std::string TagsToString(uint32_t tags);
 //   "Tensor input", "Tensor|Number other", "int[1]? dim=None", "*", "*int[] size"
 struct Param {
   enum class Type {
-    kTensor, kNumber, kTensorOrNumber, kInt, kFloat, kBool, kString, kIntList, kTensorList,
-    kDType, kDevice, kLayout, kMemoryFormat, kAny,
+    kTensor,
+    kNumber,
+    kTensorOrNumber,
+    kInt,
+    kFloat,
+    kBool,
+    kString,
+    kIntList,
+    kTensorList,
+    kDType,
+    kDevice,
+    kLayout,
+    kMemoryFormat,
+    kAny,
   };
   std::string name;
   Type type = Type::kAny;
-  bool optional = false;     // "?": None accepted
-  int list_size = 0;         // "int[2]": a single int is accepted and repeated
+  bool optional = false;      // "?": None accepted
+  int list_size = 0;          // "int[2]": a single int is accepted and repeated
   bool keyword_only = false;  // after "*"
-  bool varargs = false;      // "*int[] size": takes the remaining positionals
+  bool varargs = false;       // "*int[] size": takes the remaining positionals
   bool has_default = false;
   Value default_value;
 };

@@ -13,7 +13,9 @@
 namespace dynamo::ops {
 namespace {
 
-std::string Dims(const std::vector<int64_t>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }
+std::string Dims(const std::vector<int64_t>& v) {
+  return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+}
 
 // ATen's computeStride: the strides a view of `sizes` over (old sizes,
 // strides) needs, or nullopt when some new dim would span two
@@ -41,7 +43,8 @@ std::optional<std::vector<int64_t>> ComputeViewStrides(const std::vector<int64_t
     tensor_numel *= old_sizes[td];
     if (tensor_d == 0 ||
         (old_sizes[td - 1] != 1 && old_strides[td - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[static_cast<size_t>(view_d)] == 1)) {
+      while (view_d >= 0 &&
+             (view_numel < tensor_numel || new_sizes[static_cast<size_t>(view_d)] == 1)) {
         out[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
         view_numel *= new_sizes[static_cast<size_t>(view_d)];
         --view_d;
@@ -69,7 +72,8 @@ absl::Status NoDynamic(const TensorMeta& t, absl::string_view op) {
   return absl::UnimplementedError(absl::StrCat(op, " of a tensor whose size depends on data"));
 }
 
-absl::StatusOr<Value> View(const TensorMeta& t, const std::vector<int64_t>& shape, absl::string_view op) {
+absl::StatusOr<Value> View(const TensorMeta& t, const std::vector<int64_t>& shape,
+                           absl::string_view op) {
   if (absl::Status s = NoDynamic(t, op); !s.ok()) return s;
   if (absl::Status s = NeedsStrides(t, op); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> sizes = InferViewSize(shape, t.numel());
@@ -84,7 +88,8 @@ absl::StatusOr<Value> View(const TensorMeta& t, const std::vector<int64_t>& shap
 }
 
 // reshape: a view where the layout allows one, else a contiguous copy.
-absl::StatusOr<Value> Reshape(const TensorMeta& t, const std::vector<int64_t>& shape, absl::string_view op) {
+absl::StatusOr<Value> Reshape(const TensorMeta& t, const std::vector<int64_t>& shape,
+                              absl::string_view op) {
   if (absl::Status s = NoDynamic(t, op); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> sizes = InferViewSize(shape, t.numel());
   if (!sizes.ok()) return sizes.status();
@@ -110,7 +115,8 @@ absl::StatusOr<Value> Flatten(const Args& args, absl::string_view self) {
   absl::StatusOr<int64_t> end = WrapDim(args.Int("end_dim"), t.dim());
   if (!end.ok()) return end.status();
   if (*start > *end) {
-    return absl::InvalidArgumentError("flatten() has invalid args: start_dim cannot come after end_dim");
+    return absl::InvalidArgumentError(
+        "flatten() has invalid args: start_dim cannot come after end_dim");
   }
   if (*start == *end) return Value(t);
   std::vector<int64_t> shape(t.sizes.begin(), t.sizes.begin() + *start);
@@ -155,17 +161,19 @@ absl::StatusOr<Value> Squeeze(const Args& args, absl::string_view self) {
 absl::StatusOr<Value> Permute(const TensorMeta& t, const std::vector<int64_t>& dims) {
   if (absl::Status s = NeedsStrides(t, "permute"); !s.ok()) return s;
   if (static_cast<int64_t>(dims.size()) != t.dim()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "permute(sparse_coo): number of dimensions in the tensor input does not match the length of "
-        "the desired ordering of dimensions i.e. input.dim() = ", t.dim(), " is not equal to len(dims) = ",
-        dims.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("permute(sparse_coo): number of dimensions in the tensor input does not match "
+                     "the length of "
+                     "the desired ordering of dimensions i.e. input.dim() = ",
+                     t.dim(), " is not equal to len(dims) = ", dims.size()));
   }
   std::vector<bool> seen(dims.size(), false);
   std::vector<int64_t> sizes, strides;
   for (int64_t d : dims) {
     absl::StatusOr<int64_t> w = WrapDim(d, t.dim());
     if (!w.ok()) return w.status();
-    if (seen[static_cast<size_t>(*w)]) return absl::InvalidArgumentError("permute(): duplicate dims are not allowed.");
+    if (seen[static_cast<size_t>(*w)])
+      return absl::InvalidArgumentError("permute(): duplicate dims are not allowed.");
     seen[static_cast<size_t>(*w)] = true;
     sizes.push_back(t.sizes[static_cast<size_t>(*w)]);
     strides.push_back(t.strides[static_cast<size_t>(*w)]);
@@ -219,20 +227,23 @@ absl::StatusOr<Value> Expand(const TensorMeta& t, const std::vector<int64_t>& ta
     int64_t wanted = target[ui];
     if (wanted == -1) {
       if (dim < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "The expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension ", i));
+        return absl::InvalidArgumentError(
+            absl::StrCat("The expanded size of the tensor (-1) isn't allowed in a leading, "
+                         "non-existing dimension ",
+                         i));
       }
       wanted = size;
     }
     if (wanted < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Trying to create tensor with negative dimension ", wanted));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Trying to create tensor with negative dimension ", wanted));
     }
     if (size != wanted) {
       if (size != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "The expanded size of the tensor (", wanted, ") must match the existing size (", size,
-            ") at non-singleton dimension ", i, ".  Target sizes: ", Dims(target),
-            ".  Tensor sizes: ", Dims(t.sizes)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("The expanded size of the tensor (", wanted,
+                         ") must match the existing size (", size, ") at non-singleton dimension ",
+                         i, ".  Target sizes: ", Dims(target), ".  Tensor sizes: ", Dims(t.sizes)));
       }
       size = wanted;
       stride = 0;
@@ -251,7 +262,8 @@ absl::StatusOr<int64_t> NeedDims(const TensorMeta& t, absl::string_view op) {
 }
 
 // Pieces of `dim` with the given lengths, each a view with self's strides.
-absl::StatusOr<Value> Pieces(const TensorMeta& t, int64_t dim, const std::vector<int64_t>& lengths) {
+absl::StatusOr<Value> Pieces(const TensorMeta& t, int64_t dim,
+                             const std::vector<int64_t>& lengths) {
   std::vector<Value> out;
   for (int64_t len : lengths) {
     TensorMeta piece = ViewOf(t, t.sizes, t.strides);
@@ -267,7 +279,9 @@ absl::StatusOr<Value> SplitBySize(const TensorMeta& t, int64_t split, int64_t di
   absl::StatusOr<int64_t> dim = WrapDim(dim_arg, t.dim());
   if (!dim.ok()) return dim.status();
   const int64_t size = t.sizes[static_cast<size_t>(*dim)];
-  if (split < 0) return absl::InvalidArgumentError(absl::StrCat("split expects split_size be non-negative, but got split_size=", split));
+  if (split < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("split expects split_size be non-negative, but got split_size=", split));
   if (split == 0 && size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "split_size can only be 0 if dimension size is 0, but got dimension size of ", size));
@@ -278,7 +292,8 @@ absl::StatusOr<Value> SplitBySize(const TensorMeta& t, int64_t split, int64_t di
   return Pieces(t, *dim, lengths);
 }
 
-absl::StatusOr<Value> SplitWithSizes(const TensorMeta& t, const std::vector<int64_t>& sizes, int64_t dim_arg) {
+absl::StatusOr<Value> SplitWithSizes(const TensorMeta& t, const std::vector<int64_t>& sizes,
+                                     int64_t dim_arg) {
   if (absl::StatusOr<int64_t> n = NeedDims(t, "split_with_sizes"); !n.ok()) return n.status();
   if (absl::Status s = NeedsStrides(t, "split"); !s.ok()) return s;
   absl::StatusOr<int64_t> dim = WrapDim(dim_arg, t.dim());
@@ -287,15 +302,17 @@ absl::StatusOr<Value> SplitWithSizes(const TensorMeta& t, const std::vector<int6
   int64_t sum = 0;
   for (int64_t s : sizes) {
     if (s < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=", Dims(sizes)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("split_with_sizes expects split_sizes have only non-negative entries, but "
+                       "got split_sizes=",
+                       Dims(sizes)));
     }
     sum += s;
   }
   if (sum != size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "split_with_sizes expects split_sizes to sum exactly to ", size, " (input tensor's size at dimension ",
-        *dim, "), but got split_sizes=", Dims(sizes)));
+        "split_with_sizes expects split_sizes to sum exactly to ", size,
+        " (input tensor's size at dimension ", *dim, "), but got split_sizes=", Dims(sizes)));
   }
   return Pieces(t, *dim, sizes);
 }
@@ -311,7 +328,9 @@ absl::StatusOr<Value> Chunk(const Args& args, absl::string_view self) {
   const TensorMeta& t = args.Tensor(self);
   if (absl::StatusOr<int64_t> n = NeedDims(t, "chunk"); !n.ok()) return n.status();
   const int64_t chunks = args.Int("chunks");
-  if (chunks <= 0) return absl::InvalidArgumentError(absl::StrCat("chunk expects `chunks` to be greater than 0, got: ", chunks));
+  if (chunks <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk expects `chunks` to be greater than 0, got: ", chunks));
   absl::StatusOr<int64_t> dim = WrapDim(args.Int("dim"), t.dim());
   if (!dim.ok()) return dim.status();
   const int64_t size = t.sizes[static_cast<size_t>(*dim)];
@@ -324,7 +343,8 @@ absl::StatusOr<Value> Chunk(const Args& args, absl::string_view self) {
 
 absl::StatusOr<Value> Unbind(const TensorMeta& t, int64_t dim_arg) {
   if (absl::Status s = NeedsStrides(t, "unbind"); !s.ok()) return s;
-  if (t.dim() == 0) return absl::InvalidArgumentError("Dimension specified as 0 but tensor has no dimensions");
+  if (t.dim() == 0)
+    return absl::InvalidArgumentError("Dimension specified as 0 but tensor has no dimensions");
   absl::StatusOr<int64_t> dim = WrapDim(dim_arg, t.dim());
   if (!dim.ok()) return dim.status();
   std::vector<int64_t> sizes = t.sizes, strides = t.strides;
@@ -338,13 +358,14 @@ absl::StatusOr<Value> Unbind(const TensorMeta& t, int64_t dim_arg) {
 
 absl::StatusOr<Value> Narrow(const TensorMeta& t, int64_t dim_arg, int64_t start, int64_t length) {
   if (absl::Status s = NeedsStrides(t, "narrow"); !s.ok()) return s;
-  if (t.dim() == 0) return absl::InvalidArgumentError("narrow() cannot be applied to a 0-dim tensor.");
+  if (t.dim() == 0)
+    return absl::InvalidArgumentError("narrow() cannot be applied to a 0-dim tensor.");
   absl::StatusOr<int64_t> dim = WrapDim(dim_arg, t.dim());
   if (!dim.ok()) return dim.status();
   const int64_t size = t.sizes[static_cast<size_t>(*dim)];
   if (start < -size || start > size) {
-    return absl::OutOfRangeError(absl::StrCat("start out of range (expected to be in range of [", -size,
-                                              ", ", size, "], but got ", start, ")"));
+    return absl::OutOfRangeError(absl::StrCat("start out of range (expected to be in range of [",
+                                              -size, ", ", size, "], but got ", start, ")"));
   }
   if (start < 0) start += size;
   if (length < 0 || start > size - length) {
@@ -358,13 +379,15 @@ absl::StatusOr<Value> Narrow(const TensorMeta& t, int64_t dim_arg, int64_t start
 
 absl::StatusOr<Value> Select(const TensorMeta& t, int64_t dim_arg, int64_t index) {
   if (absl::Status s = NeedsStrides(t, "select"); !s.ok()) return s;
-  if (t.dim() == 0) return absl::InvalidArgumentError("select() cannot be applied to a 0-dim tensor.");
+  if (t.dim() == 0)
+    return absl::InvalidArgumentError("select() cannot be applied to a 0-dim tensor.");
   absl::StatusOr<int64_t> dim = WrapDim(dim_arg, t.dim());
   if (!dim.ok()) return dim.status();
   const int64_t size = t.sizes[static_cast<size_t>(*dim)];
   if (index < -size || index >= size) {
-    return absl::OutOfRangeError(absl::StrCat("select(): index ", index, " out of range for tensor of size ",
-                                              Dims(t.sizes), " at dimension ", *dim));
+    return absl::OutOfRangeError(absl::StrCat("select(): index ", index,
+                                              " out of range for tensor of size ", Dims(t.sizes),
+                                              " at dimension ", *dim));
   }
   std::vector<int64_t> sizes = t.sizes, strides = t.strides;
   sizes.erase(sizes.begin() + *dim);
@@ -390,12 +413,14 @@ absl::StatusOr<Value> Contiguous(const Args& args, absl::string_view self) {
   absl::StatusOr<MemoryFormat> fmt = MemoryFormatOf(args, MemoryFormat::kContiguous);
   if (!fmt.ok()) return fmt.status();
   if (*fmt == MemoryFormat::kPreserve) {
-    return absl::InvalidArgumentError("preserve memory format is unsupported by the contiguous operator");
+    return absl::InvalidArgumentError(
+        "preserve memory format is unsupported by the contiguous operator");
   }
   if (*fmt != MemoryFormat::kContiguous) {
     return absl::UnimplementedError("contiguous(memory_format=channels_last) is not modelled yet");
   }
-  if (!t.has_strides()) return absl::UnimplementedError("contiguous() of a tensor with unknown strides");
+  if (!t.has_strides())
+    return absl::UnimplementedError("contiguous() of a tensor with unknown strides");
   if (IsContiguous(t)) return Value(t);
   return Value(NewTensor(t.dtype, t.sizes, t.device, t.requires_grad));
 }
@@ -404,8 +429,10 @@ absl::StatusOr<Value> Clone(const Args& args, absl::string_view self) {
   const TensorMeta& t = args.Tensor(self);
   absl::StatusOr<MemoryFormat> fmt = MemoryFormatOf(args, MemoryFormat::kPreserve);
   if (!fmt.ok()) return fmt.status();
-  if (*fmt == MemoryFormat::kContiguous) return Value(NewTensor(t.dtype, t.sizes, t.device, t.requires_grad));
-  if (*fmt != MemoryFormat::kPreserve) return absl::UnimplementedError("clone to channels_last is not modelled yet");
+  if (*fmt == MemoryFormat::kContiguous)
+    return Value(NewTensor(t.dtype, t.sizes, t.device, t.requires_grad));
+  if (*fmt != MemoryFormat::kPreserve)
+    return absl::UnimplementedError("clone to channels_last is not modelled yet");
   return Value(PreservingCopy(t, t.dtype, t.device));
 }
 
@@ -438,7 +465,8 @@ absl::StatusOr<Value> To(const Args& args) {
   const bool copy = args.Bool("copy");
   absl::StatusOr<MemoryFormat> fmt = MemoryFormatOf(args, MemoryFormat::kPreserve);
   if (!fmt.ok()) return fmt.status();
-  if (*fmt != MemoryFormat::kPreserve) return absl::UnimplementedError("to(memory_format=...) is not modelled yet");
+  if (*fmt != MemoryFormat::kPreserve)
+    return absl::UnimplementedError("to(memory_format=...) is not modelled yet");
   if (dtype == t.dtype && device == t.device && !copy) return Value(t);
   TensorMeta out = PreservingCopy(t, dtype, device);
   return Value(std::move(out));
@@ -449,7 +477,8 @@ InferFn Convert(DType dtype) {
     const TensorMeta& t = args.Tensor("self");
     absl::StatusOr<MemoryFormat> fmt = MemoryFormatOf(args, MemoryFormat::kPreserve);
     if (!fmt.ok()) return fmt.status();
-    if (*fmt != MemoryFormat::kPreserve) return absl::UnimplementedError("memory_format is not modelled yet");
+    if (*fmt != MemoryFormat::kPreserve)
+      return absl::UnimplementedError("memory_format is not modelled yet");
     if (t.dtype == dtype) return Value(t);
     return Value(PreservingCopy(t, dtype, t.device));
   };
@@ -458,13 +487,15 @@ InferFn Convert(DType dtype) {
 absl::StatusOr<Value> Repeat(const TensorMeta& t, const std::vector<int64_t>& repeats) {
   if (static_cast<int64_t>(repeats.size()) < t.dim()) {
     return absl::InvalidArgumentError(
-        "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
+        "Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+        "tensor");
   }
   std::vector<int64_t> sizes(repeats.size());
   const size_t pad = repeats.size() - t.sizes.size();
   for (size_t i = 0; i < repeats.size(); ++i) {
     if (repeats[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Trying to create tensor with negative dimension ", repeats[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Trying to create tensor with negative dimension ", repeats[i]));
     }
     sizes[i] = repeats[i] * (i >= pad ? t.sizes[i - pad] : 1);
   }
@@ -474,7 +505,8 @@ absl::StatusOr<Value> Repeat(const TensorMeta& t, const std::vector<int64_t>& re
 // torch.cat: same ndim (legacy 1-d empty tensors skipped), promoted dtype.
 absl::StatusOr<Value> Cat(const Args& args) {
   const Value& list = args.Get("tensors");
-  if (list.items().empty()) return absl::InvalidArgumentError("torch.cat(): expected a non-empty list of Tensors");
+  if (list.items().empty())
+    return absl::InvalidArgumentError("torch.cat(): expected a non-empty list of Tensors");
   std::vector<const Value*> all;
   for (const Value& v : list.items()) all.push_back(&v);
   absl::StatusOr<Device> device = CommonDevice(all);
@@ -508,9 +540,10 @@ absl::StatusOr<Value> Cat(const Args& args) {
       const size_t ud = static_cast<size_t>(d);
       if (d == *dim) continue;
       if (t.sizes[ud] != ref->sizes[ud]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Sizes of tensors must match except in dimension ", *dim, ". Expected size ", ref->sizes[ud],
-            " but got size ", t.sizes[ud], " for tensor number ", k, " in the list."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Sizes of tensors must match except in dimension ", *dim,
+                         ". Expected size ", ref->sizes[ud], " but got size ", t.sizes[ud],
+                         " for tensor number ", k, " in the list."));
       }
     }
     sizes[static_cast<size_t>(*dim)] += t.sizes[static_cast<size_t>(*dim)];
@@ -523,7 +556,8 @@ absl::StatusOr<Value> Cat(const Args& args) {
 
 absl::StatusOr<Value> Stack(const Args& args) {
   const Value& list = args.Get("tensors");
-  if (list.items().empty()) return absl::InvalidArgumentError("stack expects a non-empty TensorList");
+  if (list.items().empty())
+    return absl::InvalidArgumentError("stack expects a non-empty TensorList");
   const TensorMeta& first = list.items()[0].as_tensor();
   absl::StatusOr<int64_t> dim = WrapDim(args.Int("dim"), first.dim() + 1);
   if (!dim.ok()) return dim.status();
@@ -531,9 +565,9 @@ absl::StatusOr<Value> Stack(const Args& args) {
   for (size_t k = 0; k < list.items().size(); ++k) {
     const TensorMeta& t = list.items()[k].as_tensor();
     if (t.sizes != first.sizes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stack expects each tensor to be equal size, but got ", Dims(first.sizes), " at entry 0 and ",
-          Dims(t.sizes), " at entry ", k));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stack expects each tensor to be equal size, but got ", Dims(first.sizes),
+                       " at entry 0 and ", Dims(t.sizes), " at entry ", k));
     }
     all.push_back(&list.items()[k]);
   }
@@ -549,8 +583,9 @@ absl::StatusOr<Value> Stack(const Args& args) {
 // ---------------------------------------------------------------- matmul
 absl::Status SameDType(const TensorMeta& a, const TensorMeta& b, absl::string_view op) {
   if (a.dtype == b.dtype) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(op, ": expected both operands to have the same dtype, but got ",
-                                                 DTypeName(a.dtype), " and ", DTypeName(b.dtype)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": expected both operands to have the same dtype, but got ",
+                   DTypeName(a.dtype), " and ", DTypeName(b.dtype)));
 }
 
 absl::Status MatmulKernel(absl::string_view kernel, const TensorMeta& t) {
@@ -561,8 +596,9 @@ absl::StatusOr<Value> Mm(const TensorMeta& a, const TensorMeta& b) {
   if (a.dim() != 2) return absl::InvalidArgumentError("self must be a matrix");
   if (b.dim() != 2) return absl::InvalidArgumentError("mat2 must be a matrix");
   if (a.sizes[1] != b.sizes[0]) {
-    return absl::InvalidArgumentError(absl::StrCat("mat1 and mat2 shapes cannot be multiplied (", a.sizes[0], "x",
-                                                   a.sizes[1], " and ", b.sizes[0], "x", b.sizes[1], ")"));
+    return absl::InvalidArgumentError(absl::StrCat("mat1 and mat2 shapes cannot be multiplied (",
+                                                   a.sizes[0], "x", a.sizes[1], " and ", b.sizes[0],
+                                                   "x", b.sizes[1], ")"));
   }
   // The CPU addmm returns (zero-filled) before checking dtypes when there
   // is nothing to multiply.
@@ -570,16 +606,17 @@ absl::StatusOr<Value> Mm(const TensorMeta& a, const TensorMeta& b) {
     if (absl::Status s = SameDType(a, b, "mm"); !s.ok()) return s;
     if (absl::Status s = MatmulKernel("addmm_impl", a); !s.ok()) return s;
   }
-  return Value(NewTensor(a.dtype, {a.sizes[0], b.sizes[1]}, a.device, a.requires_grad || b.requires_grad));
+  return Value(
+      NewTensor(a.dtype, {a.sizes[0], b.sizes[1]}, a.device, a.requires_grad || b.requires_grad));
 }
 
 absl::StatusOr<Value> Bmm(const TensorMeta& a, const TensorMeta& b) {
   if (a.dim() != 3) return absl::InvalidArgumentError("batch1 must be a 3D tensor");
   if (b.dim() != 3) return absl::InvalidArgumentError("batch2 must be a 3D tensor");
   if (a.sizes[0] != b.sizes[0] || a.sizes[2] != b.sizes[1]) {
-    return absl::InvalidArgumentError(absl::StrCat("Expected size for first two dimensions of batch2 tensor to be: [",
-                                                   a.sizes[0], ", ", a.sizes[2], "] but got: [", b.sizes[0], ", ",
-                                                   b.sizes[1], "]."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Expected size for first two dimensions of batch2 tensor to be: [", a.sizes[0],
+                     ", ", a.sizes[2], "] but got: [", b.sizes[0], ", ", b.sizes[1], "]."));
   }
   if (absl::Status s = SameDType(a, b, "bmm"); !s.ok()) return s;
   if (absl::Status s = MatmulKernel("bmm", a); !s.ok()) return s;
@@ -604,9 +641,10 @@ absl::StatusOr<Value> Matmul(const TensorMeta& a, const TensorMeta& b) {
   std::vector<int64_t> sizes;
   if (da == 1 && db == 1) {
     if (a.sizes[0] != b.sizes[0]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inconsistent tensor size, expected tensor [", a.sizes[0], "] and src [", b.sizes[0],
-          "] to have the same number of elements, but got ", a.sizes[0], " and ", b.sizes[0], " elements respectively"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("inconsistent tensor size, expected tensor [", a.sizes[0], "] and src [",
+                       b.sizes[0], "] to have the same number of elements, but got ", a.sizes[0],
+                       " and ", b.sizes[0], " elements respectively"));
     }
     if (absl::Status s = MatmulKernel("dot", a); !s.ok()) return s;
     return Value(NewTensor(a.dtype, {}, a.device, grad));
@@ -615,12 +653,14 @@ absl::StatusOr<Value> Matmul(const TensorMeta& a, const TensorMeta& b) {
   const int64_t k_b = db == 1 ? b.sizes[0] : b.sizes[static_cast<size_t>(db - 2)];
   if (k_a != k_b) {
     const int64_t rows = da == 1 ? 1 : a.numel() / k_a;
-    return absl::InvalidArgumentError(absl::StrCat("mat1 and mat2 shapes cannot be multiplied (", rows, "x", k_a,
-                                                   " and ", k_b, "x", db == 1 ? 1 : b.sizes.back(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("mat1 and mat2 shapes cannot be multiplied (",
+                                                   rows, "x", k_a, " and ", k_b, "x",
+                                                   db == 1 ? 1 : b.sizes.back(), ")"));
   }
   if (da <= 2 && db <= 2) {
     if (!empty) {
-      if (absl::Status s = MatmulKernel(db == 1 ? "addmv_impl" : "addmm_impl", a); !s.ok()) return s;
+      if (absl::Status s = MatmulKernel(db == 1 ? "addmv_impl" : "addmm_impl", a); !s.ok())
+        return s;
     }
     if (da == 2) sizes.push_back(a.sizes[0]);
     if (db == 2) sizes.push_back(b.sizes[1]);
@@ -652,15 +692,16 @@ absl::StatusOr<Value> Flip(const TensorMeta& t, const std::vector<int64_t>& dims
   return Value(std::move(out));
 }
 
-absl::StatusOr<Value> Roll(const TensorMeta& t, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) {
+absl::StatusOr<Value> Roll(const TensorMeta& t, const std::vector<int64_t>& shifts,
+                           const std::vector<int64_t>& dims) {
   if (shifts.empty()) return absl::InvalidArgumentError("`shifts` required");
   if (dims.empty() && shifts.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("shifts and dimensions must align. shifts: ", shifts.size(),
-                                                   ", dims:", dims.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size()));
   }
   if (!dims.empty() && dims.size() != shifts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("shifts and dimensions must align. shifts: ", shifts.size(),
-                                                   ", dims:", dims.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size()));
   }
   TensorMeta out = NewTensor(t.dtype, t.sizes, t.device, t.requires_grad);
   // roll of an empty tensor is a clone, before any dim is looked at.
@@ -669,7 +710,8 @@ absl::StatusOr<Value> Roll(const TensorMeta& t, const std::vector<int64_t>& shif
     return Value(std::move(out));
   }
   for (int64_t d : dims) {
-    if (t.dim() == 0) return absl::InvalidArgumentError("Dimension specified as 0 but tensor has no dimensions");
+    if (t.dim() == 0)
+      return absl::InvalidArgumentError("Dimension specified as 0 but tensor has no dimensions");
     if (absl::StatusOr<int64_t> w = WrapDim(d, t.dim()); !w.ok()) return w.status();
   }
   // Contiguous for the layouts the test proves; others are not tracked.
@@ -677,8 +719,11 @@ absl::StatusOr<Value> Roll(const TensorMeta& t, const std::vector<int64_t>& shif
   return Value(std::move(out));
 }
 
-absl::StatusOr<Value> Unflatten(const TensorMeta& t, int64_t dim_arg, const std::vector<int64_t>& sizes) {
-  if (t.dim() == 0) return absl::InvalidArgumentError("unflatten: Dimension specified as 0 but tensor has no dimensions");
+absl::StatusOr<Value> Unflatten(const TensorMeta& t, int64_t dim_arg,
+                                const std::vector<int64_t>& sizes) {
+  if (t.dim() == 0)
+    return absl::InvalidArgumentError(
+        "unflatten: Dimension specified as 0 but tensor has no dimensions");
   absl::StatusOr<int64_t> dim = WrapDim(dim_arg, t.dim());
   if (!dim.ok()) return dim.status();
   if (sizes.empty()) return absl::InvalidArgumentError("unflatten: sizes must be non-empty");
@@ -686,8 +731,8 @@ absl::StatusOr<Value> Unflatten(const TensorMeta& t, int64_t dim_arg, const std:
   absl::StatusOr<std::vector<int64_t>> inferred = InferViewSize(sizes, size);
   if (!inferred.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("unflatten: Provided sizes ", Dims(sizes),
-                                                   " don't multiply up to the size of dim ", *dim, " (", size,
-                                                   ") in the input tensor"));
+                                                   " don't multiply up to the size of dim ", *dim,
+                                                   " (", size, ") in the input tensor"));
   }
   std::vector<int64_t> shape(t.sizes.begin(), t.sizes.begin() + *dim);
   shape.insert(shape.end(), inferred->begin(), inferred->end());
@@ -705,17 +750,20 @@ absl::StatusOr<Value> Addmm(const Args& args) {
   const std::vector<int64_t>& sizes = mm->as_tensor().sizes;
   absl::StatusOr<std::vector<int64_t>> bs = BroadcastShapes(sizes, bias.sizes);
   if (!bs.ok() || *bs != sizes) {
-    return absl::InvalidArgumentError(absl::StrCat("The expanded size of the input ", Dims(bias.sizes),
-                                                   " does not match the result ", Dims(sizes)));
+    return absl::InvalidArgumentError(absl::StrCat("The expanded size of the input ",
+                                                   Dims(bias.sizes), " does not match the result ",
+                                                   Dims(sizes)));
   }
-  if (bias.dtype != a.dtype) return absl::InvalidArgumentError("self and mat2 must have the same dtype");
+  if (bias.dtype != a.dtype)
+    return absl::InvalidArgumentError("self and mat2 must have the same dtype");
   TensorMeta out = mm->as_tensor();
   out.requires_grad = out.requires_grad || bias.requires_grad;
   return Value(std::move(out));
 }
 
-void AddBoth(Registry& r, absl::string_view name, absl::string_view fn_sig, absl::string_view method_sig,
-             uint32_t tags, const std::function<InferFn(absl::string_view)>& make) {
+void AddBoth(Registry& r, absl::string_view name, absl::string_view fn_sig,
+             absl::string_view method_sig, uint32_t tags,
+             const std::function<InferFn(absl::string_view)>& make) {
   r.Add(absl::StrCat("torch.", name), {fn_sig}, tags, make("input"));
   r.Add(absl::StrCat("Tensor.", name), {method_sig}, tags, make("self"));
 }
@@ -731,23 +779,29 @@ void RegisterShapeOps(Registry& r) {
         [](const Args& a) { return Reshape(a.Tensor("input"), a.IntList("shape"), "reshape"); });
   r.Add("Tensor.view_as", {"Tensor self, Tensor other"}, kView,
         [](const Args& a) { return View(a.Tensor("self"), a.Tensor("other").sizes, "view_as"); });
-  r.Add("Tensor.reshape_as", {"Tensor self, Tensor other"}, kView,
-        [](const Args& a) { return Reshape(a.Tensor("self"), a.Tensor("other").sizes, "reshape_as"); });
+  r.Add("Tensor.reshape_as", {"Tensor self, Tensor other"}, kView, [](const Args& a) {
+    return Reshape(a.Tensor("self"), a.Tensor("other").sizes, "reshape_as");
+  });
   AddBoth(r, "flatten", "Tensor input, int start_dim=0, int end_dim=-1",
-          "Tensor self, int start_dim=0, int end_dim=-1", kView,
-          [](absl::string_view self) { return [self = std::string(self)](const Args& a) { return Flatten(a, self); }; });
+          "Tensor self, int start_dim=0, int end_dim=-1", kView, [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) { return Flatten(a, self); };
+          });
   AddBoth(r, "unsqueeze", "Tensor input, int dim", "Tensor self, int dim", kView,
           [](absl::string_view self) {
-            return [self = std::string(self)](const Args& a) { return Unsqueeze(a.Tensor(self), a.Int("dim")); };
+            return [self = std::string(self)](const Args& a) {
+              return Unsqueeze(a.Tensor(self), a.Int("dim"));
+            };
           });
   AddBoth(r, "squeeze", "Tensor input, int? dim=None", "Tensor self, int? dim=None", kView,
-          [](absl::string_view self) { return [self = std::string(self)](const Args& a) { return Squeeze(a, self); }; });
+          [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) { return Squeeze(a, self); };
+          });
   r.Add("torch.permute", {"Tensor input, int[] dims"}, kView,
         [](const Args& a) { return Permute(a.Tensor("input"), a.IntList("dims")); });
   r.Add("Tensor.permute", {"Tensor self, *int[] dims"}, kView,
         [](const Args& a) { return Permute(a.Tensor("self"), a.IntList("dims")); });
-  AddBoth(r, "transpose", "Tensor input, int dim0, int dim1", "Tensor self, int dim0, int dim1", kView,
-          [](absl::string_view self) {
+  AddBoth(r, "transpose", "Tensor input, int dim0, int dim1", "Tensor self, int dim0, int dim1",
+          kView, [](absl::string_view self) {
             return [self = std::string(self)](const Args& a) {
               return Transpose(a.Tensor(self), a.Int("dim0"), a.Int("dim1"));
             };
@@ -762,22 +816,27 @@ void RegisterShapeOps(Registry& r) {
         [](const Args& a) { return Expand(a.Tensor("input"), a.IntList("size")); });
   r.Add("Tensor.broadcast_to", {"Tensor self, int[] size"}, kView,
         [](const Args& a) { return Expand(a.Tensor("self"), a.IntList("size")); });
-  r.Add("Tensor.unflatten", {"Tensor self, int dim, int[] sizes"}, kView,
-        [](const Args& a) { return Unflatten(a.Tensor("self"), a.Int("dim"), a.IntList("sizes")); });
-  AddBoth(r, "flip", "Tensor input, int[] dims", "Tensor self, *int[] dims", 0, [](absl::string_view self) {
-    return [self = std::string(self)](const Args& a) { return Flip(a.Tensor(self), a.IntList("dims")); };
+  r.Add("Tensor.unflatten", {"Tensor self, int dim, int[] sizes"}, kView, [](const Args& a) {
+    return Unflatten(a.Tensor("self"), a.Int("dim"), a.IntList("sizes"));
   });
-  AddBoth(r, "roll", "Tensor input, int[1] shifts, int[1] dims=[]", "Tensor self, int[1] shifts, int[1] dims=[]", 0,
+  AddBoth(r, "flip", "Tensor input, int[] dims", "Tensor self, *int[] dims", 0,
           [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) {
+              return Flip(a.Tensor(self), a.IntList("dims"));
+            };
+          });
+  AddBoth(r, "roll", "Tensor input, int[1] shifts, int[1] dims=[]",
+          "Tensor self, int[1] shifts, int[1] dims=[]", 0, [](absl::string_view self) {
             return [self = std::string(self)](const Args& a) {
               return Roll(a.Tensor(self), a.IntList("shifts"), a.IntList("dims"));
             };
           });
-  r.Add("torch.addmm", {"Tensor input, Tensor mat1, Tensor mat2, *, Number beta=1, Number alpha=1"}, 0, Addmm);
+  r.Add("torch.addmm", {"Tensor input, Tensor mat1, Tensor mat2, *, Number beta=1, Number alpha=1"},
+        0, Addmm);
   r.Add("Tensor.expand_as", {"Tensor self, Tensor other"}, kView,
         [](const Args& a) { return Expand(a.Tensor("self"), a.Tensor("other").sizes); });
-  AddBoth(r, "narrow", "Tensor input, int dim, int start, int length", "Tensor self, int dim, int start, int length",
-          kView, [](absl::string_view self) {
+  AddBoth(r, "narrow", "Tensor input, int dim, int start, int length",
+          "Tensor self, int dim, int start, int length", kView, [](absl::string_view self) {
             return [self = std::string(self)](const Args& a) {
               return Narrow(a.Tensor(self), a.Int("dim"), a.Int("start"), a.Int("length"));
             };
@@ -790,22 +849,30 @@ void RegisterShapeOps(Registry& r) {
           });
   r.Add("torch.split", {"Tensor tensor, Any split_size_or_sections, int dim=0"}, kView,
         [](const Args& a) { return Split(a, "tensor"); });
-  r.Add("Tensor.split", {"Tensor self, Any split_size, int dim=0"}, kView, [](const Args& a) -> absl::StatusOr<Value> {
-    const Value& how = a.Get("split_size");
-    if (how.is_int()) return SplitBySize(a.Tensor("self"), how.as_int(), a.Int("dim"));
-    if (!how.is_list()) return TypeError("split(): argument 'split_size' must be int or a list of ints");
-    std::vector<int64_t> sizes;
-    for (const Value& v : how.items()) {
-      if (!v.is_int()) return TypeError("split(): argument 'split_size' must be int or a list of ints");
-      sizes.push_back(v.as_int());
-    }
-    return SplitWithSizes(a.Tensor("self"), sizes, a.Int("dim"));
-  });
-  AddBoth(r, "chunk", "Tensor input, int chunks, int dim=0", "Tensor self, int chunks, int dim=0", kView,
-          [](absl::string_view self) { return [self = std::string(self)](const Args& a) { return Chunk(a, self); }; });
-  AddBoth(r, "unbind", "Tensor input, int dim=0", "Tensor self, int dim=0", kView, [](absl::string_view self) {
-    return [self = std::string(self)](const Args& a) { return Unbind(a.Tensor(self), a.Int("dim")); };
-  });
+  r.Add("Tensor.split", {"Tensor self, Any split_size, int dim=0"}, kView,
+        [](const Args& a) -> absl::StatusOr<Value> {
+          const Value& how = a.Get("split_size");
+          if (how.is_int()) return SplitBySize(a.Tensor("self"), how.as_int(), a.Int("dim"));
+          if (!how.is_list())
+            return TypeError("split(): argument 'split_size' must be int or a list of ints");
+          std::vector<int64_t> sizes;
+          for (const Value& v : how.items()) {
+            if (!v.is_int())
+              return TypeError("split(): argument 'split_size' must be int or a list of ints");
+            sizes.push_back(v.as_int());
+          }
+          return SplitWithSizes(a.Tensor("self"), sizes, a.Int("dim"));
+        });
+  AddBoth(r, "chunk", "Tensor input, int chunks, int dim=0", "Tensor self, int chunks, int dim=0",
+          kView, [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) { return Chunk(a, self); };
+          });
+  AddBoth(r, "unbind", "Tensor input, int dim=0", "Tensor self, int dim=0", kView,
+          [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) {
+              return Unbind(a.Tensor(self), a.Int("dim"));
+            };
+          });
   r.Add("Tensor.detach", {"Tensor self"}, kView, [](const Args& a) -> absl::StatusOr<Value> {
     TensorMeta out = a.Tensor("self");
     out.requires_grad = false;
@@ -816,85 +883,108 @@ void RegisterShapeOps(Registry& r) {
   r.Add("Tensor.contiguous", {"Tensor self, *, memory_format? memory_format=None"}, 0,
         [](const Args& a) { return Contiguous(a, "self"); });
   AddBoth(r, "clone", "Tensor input, *, memory_format? memory_format=None",
-          "Tensor self, *, memory_format? memory_format=None", 0,
-          [](absl::string_view self) { return [self = std::string(self)](const Args& a) { return Clone(a, self); }; });
+          "Tensor self, *, memory_format? memory_format=None", 0, [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) { return Clone(a, self); };
+          });
   r.Add("Tensor.repeat", {"Tensor self, *int[] repeats"}, 0,
         [](const Args& a) { return Repeat(a.Tensor("self"), a.IntList("repeats")); });
   r.Add("torch.cat", {"Tensor[] tensors, int dim=0"}, 0, Cat);
   r.Alias("torch.concat", "torch.cat");
   r.Add("torch.stack", {"Tensor[] tensors, int dim=0"}, 0, Stack);
   r.Add("Tensor.to",
-        {"Tensor self, dtype dtype, bool non_blocking=False, bool copy=False, *, memory_format? memory_format=None",
-         "Tensor self, device? device=None, dtype? dtype=None, bool non_blocking=False, bool copy=False, *, "
+        {"Tensor self, dtype dtype, bool non_blocking=False, bool copy=False, *, memory_format? "
+         "memory_format=None",
+         "Tensor self, device? device=None, dtype? dtype=None, bool non_blocking=False, bool "
+         "copy=False, *, "
          "memory_format? memory_format=None",
-         "Tensor self, Tensor other, bool non_blocking=False, bool copy=False, *, memory_format? memory_format=None"},
+         "Tensor self, Tensor other, bool non_blocking=False, bool copy=False, *, memory_format? "
+         "memory_format=None"},
         0, To);
   struct Shorthand {
     absl::string_view name;
     DType dtype;
   };
   static constexpr Shorthand kShorthands[] = {
-      {"float", DType::kFloat32}, {"double", DType::kFloat64}, {"half", DType::kFloat16},
-      {"int", DType::kInt32},     {"long", DType::kInt64},     {"bool", DType::kBool},
+      {"float", DType::kFloat32}, {"double", DType::kFloat64},   {"half", DType::kFloat16},
+      {"int", DType::kInt32},     {"long", DType::kInt64},       {"bool", DType::kBool},
       {"short", DType::kInt16},   {"bfloat16", DType::kBFloat16}};
   for (const Shorthand& s : kShorthands) {
-    r.Add(absl::StrCat("Tensor.", s.name), {"Tensor self, memory_format? memory_format=None"}, 0, Convert(s.dtype));
+    r.Add(absl::StrCat("Tensor.", s.name), {"Tensor self, memory_format? memory_format=None"}, 0,
+          Convert(s.dtype));
   }
-  r.Add("Tensor.type_as", {"Tensor self, Tensor other"}, 0, [](const Args& a) -> absl::StatusOr<Value> {
-    const TensorMeta& t = a.Tensor("self");
-    const TensorMeta& o = a.Tensor("other");
-    if (t.dtype == o.dtype) return Value(t);
-    return Value(PreservingCopy(t, o.dtype, t.device));
-  });
+  r.Add("Tensor.type_as", {"Tensor self, Tensor other"}, 0,
+        [](const Args& a) -> absl::StatusOr<Value> {
+          const TensorMeta& t = a.Tensor("self");
+          const TensorMeta& o = a.Tensor("other");
+          if (t.dtype == o.dtype) return Value(t);
+          return Value(PreservingCopy(t, o.dtype, t.device));
+        });
 
-  AddBoth(r, "matmul", "Tensor input, Tensor other", "Tensor self, Tensor other", 0, [](absl::string_view self) {
-    return [self = std::string(self)](const Args& a) { return Matmul(a.Tensor(self), a.Tensor("other")); };
-  });
+  AddBoth(r, "matmul", "Tensor input, Tensor other", "Tensor self, Tensor other", 0,
+          [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) {
+              return Matmul(a.Tensor(self), a.Tensor("other"));
+            };
+          });
   r.Add("operator.matmul", {"Tensor a, Tensor b"}, 0,
         [](const Args& a) { return Matmul(a.Tensor("a"), a.Tensor("b")); });
-  AddBoth(r, "mm", "Tensor input, Tensor mat2", "Tensor self, Tensor mat2", 0, [](absl::string_view self) {
-    return [self = std::string(self)](const Args& a) { return Mm(a.Tensor(self), a.Tensor("mat2")); };
-  });
-  AddBoth(r, "bmm", "Tensor input, Tensor mat2", "Tensor self, Tensor mat2", 0, [](absl::string_view self) {
-    return [self = std::string(self)](const Args& a) { return Bmm(a.Tensor(self), a.Tensor("mat2")); };
-  });
+  AddBoth(r, "mm", "Tensor input, Tensor mat2", "Tensor self, Tensor mat2", 0,
+          [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) {
+              return Mm(a.Tensor(self), a.Tensor("mat2"));
+            };
+          });
+  AddBoth(r, "bmm", "Tensor input, Tensor mat2", "Tensor self, Tensor mat2", 0,
+          [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) {
+              return Bmm(a.Tensor(self), a.Tensor("mat2"));
+            };
+          });
 
   // Queries answered from metadata: Python values, no graph node needed.
-  r.Add("Tensor.size", {"Tensor self, int? dim=None"}, kNoTensorOutput, [](const Args& a) -> absl::StatusOr<Value> {
-    const TensorMeta& t = a.Tensor("self");
-    if (absl::Status s = NoDynamic(t, "size"); !s.ok()) return s;
-    if (a.IsNone("dim")) return Value::IntList(t.sizes, /*is_tuple=*/true);
-    absl::StatusOr<int64_t> d = WrapDim(a.Int("dim"), t.dim());
-    if (!d.ok()) return d.status();
-    if (t.dim() == 0) return absl::OutOfRangeError("dimension specified as 0 but tensor has no dimensions");
-    return Value(t.sizes[static_cast<size_t>(*d)]);
-  });
+  r.Add("Tensor.size", {"Tensor self, int? dim=None"}, kNoTensorOutput,
+        [](const Args& a) -> absl::StatusOr<Value> {
+          const TensorMeta& t = a.Tensor("self");
+          if (absl::Status s = NoDynamic(t, "size"); !s.ok()) return s;
+          if (a.IsNone("dim")) return Value::IntList(t.sizes, /*is_tuple=*/true);
+          absl::StatusOr<int64_t> d = WrapDim(a.Int("dim"), t.dim());
+          if (!d.ok()) return d.status();
+          if (t.dim() == 0)
+            return absl::OutOfRangeError("dimension specified as 0 but tensor has no dimensions");
+          return Value(t.sizes[static_cast<size_t>(*d)]);
+        });
   r.Add("Tensor.dim", {"Tensor self"}, kNoTensorOutput,
         [](const Args& a) -> absl::StatusOr<Value> { return Value(a.Tensor("self").dim()); });
   r.Alias("Tensor.ndimension", "Tensor.dim");
-  r.Add("Tensor.numel", {"Tensor self"}, kNoTensorOutput, [](const Args& a) -> absl::StatusOr<Value> {
-    const TensorMeta& t = a.Tensor("self");
-    if (absl::Status s = NoDynamic(t, "numel"); !s.ok()) return s;
-    return Value(t.numel());
-  });
+  r.Add("Tensor.numel", {"Tensor self"}, kNoTensorOutput,
+        [](const Args& a) -> absl::StatusOr<Value> {
+          const TensorMeta& t = a.Tensor("self");
+          if (absl::Status s = NoDynamic(t, "numel"); !s.ok()) return s;
+          return Value(t.numel());
+        });
   r.Alias("torch.numel", "Tensor.numel");
   r.Alias("Tensor.nelement", "Tensor.numel");
-  r.Add("Tensor.stride", {"Tensor self, int? dim=None"}, kNoTensorOutput, [](const Args& a) -> absl::StatusOr<Value> {
-    const TensorMeta& t = a.Tensor("self");
-    if (absl::Status s = NeedsStrides(t, "stride"); !s.ok()) return s;
-    if (a.IsNone("dim")) return Value::IntList(t.strides, /*is_tuple=*/true);
-    absl::StatusOr<int64_t> d = WrapDim(a.Int("dim"), t.dim());
-    if (!d.ok()) return d.status();
-    if (t.dim() == 0) return absl::OutOfRangeError("dimension specified as 0 but tensor has no dimensions");
-    return Value(t.strides[static_cast<size_t>(*d)]);
-  });
-  r.Add("Tensor.is_contiguous", {"Tensor self"}, kNoTensorOutput, [](const Args& a) -> absl::StatusOr<Value> {
-    const TensorMeta& t = a.Tensor("self");
-    if (absl::Status s = NeedsStrides(t, "is_contiguous"); !s.ok()) return s;
-    return Value(IsContiguous(t));
-  });
+  r.Add("Tensor.stride", {"Tensor self, int? dim=None"}, kNoTensorOutput,
+        [](const Args& a) -> absl::StatusOr<Value> {
+          const TensorMeta& t = a.Tensor("self");
+          if (absl::Status s = NeedsStrides(t, "stride"); !s.ok()) return s;
+          if (a.IsNone("dim")) return Value::IntList(t.strides, /*is_tuple=*/true);
+          absl::StatusOr<int64_t> d = WrapDim(a.Int("dim"), t.dim());
+          if (!d.ok()) return d.status();
+          if (t.dim() == 0)
+            return absl::OutOfRangeError("dimension specified as 0 but tensor has no dimensions");
+          return Value(t.strides[static_cast<size_t>(*d)]);
+        });
+  r.Add("Tensor.is_contiguous", {"Tensor self"}, kNoTensorOutput,
+        [](const Args& a) -> absl::StatusOr<Value> {
+          const TensorMeta& t = a.Tensor("self");
+          if (absl::Status s = NeedsStrides(t, "is_contiguous"); !s.ok()) return s;
+          return Value(IsContiguous(t));
+        });
   r.Add("Tensor.is_floating_point", {"Tensor self"}, kNoTensorOutput,
-        [](const Args& a) -> absl::StatusOr<Value> { return Value(IsFloating(a.Tensor("self").dtype)); });
+        [](const Args& a) -> absl::StatusOr<Value> {
+          return Value(IsFloating(a.Tensor("self").dtype));
+        });
   r.Alias("torch.is_floating_point", "Tensor.is_floating_point");
 }
 

@@ -12,10 +12,14 @@ std::string OptInt(const std::optional<int64_t>& v) {
 
 absl::string_view MemoryFormatName(MemoryFormat f) {
   switch (f) {
-    case MemoryFormat::kContiguous: return "torch.contiguous_format";
-    case MemoryFormat::kChannelsLast: return "torch.channels_last";
-    case MemoryFormat::kChannelsLast3d: return "torch.channels_last_3d";
-    case MemoryFormat::kPreserve: return "torch.preserve_format";
+    case MemoryFormat::kContiguous:
+      return "torch.contiguous_format";
+    case MemoryFormat::kChannelsLast:
+      return "torch.channels_last";
+    case MemoryFormat::kChannelsLast3d:
+      return "torch.channels_last_3d";
+    case MemoryFormat::kPreserve:
+      return "torch.preserve_format";
   }
   return "?";
 }
@@ -27,7 +31,9 @@ struct Printer {
   std::string operator()(double v) const { return absl::StrCat(v); }
   std::string operator()(const std::string& v) const { return absl::StrCat("'", v, "'"); }
   std::string operator()(DType v) const { return absl::StrCat("torch.", DTypeName(v)); }
-  std::string operator()(const Device& v) const { return absl::StrCat("device('", DeviceName(v), "')"); }
+  std::string operator()(const Device& v) const {
+    return absl::StrCat("device('", DeviceName(v), "')");
+  }
   std::string operator()(const Slice& v) const {
     return absl::StrCat("slice(", OptInt(v.start), ", ", OptInt(v.stop), ", ", OptInt(v.step), ")");
   }
@@ -35,9 +41,8 @@ struct Printer {
   std::string operator()(MemoryFormat v) const { return std::string(MemoryFormatName(v)); }
   std::string operator()(const TensorMeta& v) const { return ToString(v); }
   std::string operator()(const ValueList& v) const {
-    std::string inner = absl::StrJoin(v.items, ", ", [](std::string* out, const Value& item) {
-      out->append(ToString(item));
-    });
+    std::string inner = absl::StrJoin(
+        v.items, ", ", [](std::string* out, const Value& item) { out->append(ToString(item)); });
     if (v.is_tuple) return absl::StrCat("(", inner, v.items.size() == 1 ? ",)" : ")");
     return absl::StrCat("[", inner, "]");
   }

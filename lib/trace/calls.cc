@@ -222,11 +222,37 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     return Break(ir::GraphBreak::OTHER, "a tensor object made outside the trace with no known path",
                  "pass the tensor as an argument or keep it as a module attribute");
   }
-  std::string target = AttributeTarget(*source);
+  // The root module's own name for it when it has one ("features.conv0.weight"
+  // where the source says L['self'].features[0].weight), else one derived
+  // from the source.
+  std::string target = RootPath(tensor);
+  if (target.empty()) target = AttributeTarget(*source);
   std::string node = graph_.AddGetAttr(target, *meta);
   attribute_nodes_[tensor.get()] = node;
   attributes_.push_back({target, source->ToString(), tensor});
   return Var::Tensor(node, *meta, source);
+}
+
+std::string Translator::RootPath(const Object& tensor) {
+  if (!root_paths_built_) {
+    root_paths_built_ = true;
+    if (root_ && IsInstanceOf(root_.get(), "nn.Module")) {
+      for (const char* method : {"named_parameters", "named_buffers"}) {
+        absl::StatusOr<Object> named = python::CallMethod(root_, method);
+        absl::StatusOr<std::vector<Object>> items = named.ok() ? python::AsVector(*named) : named.status();
+        if (!items.ok()) continue;
+        for (const Object& pair : *items) {
+          absl::StatusOr<std::vector<Object>> kv = python::AsVector(pair);
+          absl::StatusOr<std::string> name = kv.ok() ? python::AsString((*kv)[0]) : kv.status();
+          // First name wins for shared tensors, as named_parameters orders them.
+          if (name.ok() && !root_paths_.contains((*kv)[1].get())) root_paths_[(*kv)[1].get()] = *name;
+        }
+      }
+      PyErr_Clear();
+    }
+  }
+  auto it = root_paths_.find(tensor.get());
+  return it == root_paths_.end() ? "" : it->second;
 }
 
 absl::StatusOr<VarPtr> Translator::FromValue(const ops::Value& value) {
@@ -604,6 +630,29 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
                                 "overrides.has_torch_function_variadic"}) {
         if (Object f = TorchAttr(check); f && f.get() == fn->object.get()) {
           return Var::Constant(python::FromBool(false));
+        }
+      }
+      // Interpreter-wide state that shapes torch's Python code paths: read
+      // now, guarded, and constant in the graph.
+      for (const char* state : {"is_autocast_enabled", "is_autocast_cpu_enabled", "is_grad_enabled",
+                                "is_inference_mode_enabled"}) {
+        if (Object f = TorchAttr(state); f && f.get() == fn->object.get() && args.empty()) {
+          absl::StatusOr<Object> value = python::Call(f);
+          if (!value.ok()) return value.status();
+          guards_.GlobalState(state, value->get() == Py_True);
+          return Var::Constant(*value);
+        }
+      }
+      // torch's API-usage telemetry: returns None and touches nothing the
+      // graph computes.
+      if (Object f = TorchAttr("_C._log_api_usage_once"); f && f.get() == fn->object.get()) {
+        return Var::Constant(python::None());
+      }
+      // Nothing is being JIT-traced or scripted while we translate.
+      for (const char* tracing : {"_C._is_tracing", "_C._get_tracing_state"}) {
+        if (Object f = TorchAttr(tracing); f && f.get() == fn->object.get()) {
+          return Var::Constant(absl::string_view(tracing) == "_C._is_tracing" ? python::FromBool(false)
+                                                                              : python::None());
         }
       }
       Object module = Attr(fn->object.get(), "__module__");

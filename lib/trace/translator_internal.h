@@ -80,6 +80,8 @@ class Translator {
   absl::StatusOr<VarPtr> TensorAttr(const VarPtr& tensor, const std::string& name);
   absl::StatusOr<VarPtr> Wrap(const python::Object& obj, SourcePtr source);
   absl::StatusOr<VarPtr> WrapTensor(const python::Object& tensor, SourcePtr source);
+  // The qualified name of a parameter or buffer of the root module ("" if none).
+  std::string RootPath(const python::Object& tensor);
   absl::StatusOr<VarPtr> FromValue(const ops::Value& value);
   absl::StatusOr<python::Object> ToPython(const VarPtr& v);
   absl::StatusOr<ir::Argument> ToArgument(const VarPtr& v);
@@ -101,6 +103,8 @@ class Translator {
   absl::flat_hash_map<PyObject*, std::shared_ptr<const bytecode::DecodedCode>> decoded_;
   python::Object top_globals_;    // the traced function's module globals
   python::Object root_;           // the bound self, whose attributes get short paths
+  absl::flat_hash_map<PyObject*, std::string> root_paths_;  // its tensors -> qualified names
+  bool root_paths_built_ = false;
   std::vector<Frame*> frames_;    // innermost last
   bool grad_enabled_ = true;
   std::vector<bool> grad_stack_;  // modes to restore at each with-exit

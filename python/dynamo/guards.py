@@ -112,9 +112,11 @@ def check_guards(capture, fn, args=(), kwargs=None):
     frame_globals = target.__globals__
     for guard in capture.guards:
         if guard.kind == ir.Guard.GLOBAL_STATE:
-            if guard.source == "grad_mode" and torch.is_grad_enabled() != guard.value.bool_value:
-                return guard, (f"grad_mode: expected {guard.value.bool_value}, "
-                               f"got {torch.is_grad_enabled()}")
+            reader = torch.is_grad_enabled if guard.source == "grad_mode" else getattr(torch, guard.source, None)
+            if reader is None:
+                return guard, f"{guard.source}: unknown global state"
+            if reader() != guard.value.bool_value:
+                return guard, f"{guard.source}: expected {guard.value.bool_value}, got {reader()}"
             continue
         try:
             value = resolve_source(guard.source, frame_locals, frame_globals)

@@ -153,6 +153,42 @@ TEST_CASE("resnet18, mobilenet_v2 and a transformer block export as one graph ea
   }
 }
 
+TEST_CASE("torchvision classifiers: one graph equal to eager, or a located break",
+          "[capture][models][sweep]") {
+  const std::string script = testing::SourceDir() + "/test/python/models.py";
+  absl::StatusOr<Object> module = python::ImportScript(script);
+  DYNAMO_REQUIRE_OK(module);
+  std::vector<Object> entries = *python::AsVector(*python::CallMethod(*module, "sweep_entries"));
+  int graphs = 0;
+  std::string refused;
+  for (const Object& e : entries) {
+    std::vector<Object> f = *python::AsVector(e);
+    std::string target = *python::AsString(f[0]);
+    INFO(target);
+    CaptureOptions options;
+    options.script = script;
+    options.function = target;
+    options.inputs = {*python::AsString(f[1])};
+    options.weights = Weights::kEmbed;
+    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    if (!captured.ok()) {
+      std::string message(captured.status().message());
+      INFO(message);
+      CHECK(captured.status().code() == absl::StatusCode::kUnimplemented);
+      CHECK(absl::StrContains(message, ": graph break: "));
+      refused += absl::StrCat("  ", target, ": ", message.substr(0, 160), "\n");
+      continue;
+    }
+    absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
+    DYNAMO_REQUIRE_OK(fn);
+    RunAgainstEager(WritePb(captured->capture, target), fn->callable, f[2]);
+    ++graphs;
+  }
+  std::cout << "torchvision sweep: " << graphs << " of " << entries.size()
+            << " captured as one graph equal to eager; refused with a located break:\n" << refused;
+  CHECK(graphs >= 9);
+}
+
 TEST_CASE("the same capture twice is byte-identical", "[capture]") {
   CaptureOptions options;
   options.script = testing::SourceDir() + "/test/python/capture_cases.py";

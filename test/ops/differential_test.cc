@@ -8,7 +8,6 @@
 // claims them (always for views). Where torch raises, the registry must
 // return an error. Counts per op and in total are printed.
 #include <catch2/catch.hpp>
-
 #include <iostream>
 #include <map>
 #include <string>
@@ -116,23 +115,29 @@ absl::StatusOr<Value> Decode(const Object& enc) {
 // Empty when they agree; otherwise what differs.
 std::string Compare(const Value& inferred, const Value& real, bool is_view) {
   if (real.is_tensor()) {
-    if (!inferred.is_tensor()) return absl::StrCat("expected a tensor, inferred ", ToString(inferred));
+    if (!inferred.is_tensor())
+      return absl::StrCat("expected a tensor, inferred ", ToString(inferred));
     const TensorMeta& a = inferred.as_tensor();
     const TensorMeta& b = real.as_tensor();
     std::string diff;
-    if (a.dtype != b.dtype) absl::StrAppend(&diff, " dtype ", DTypeName(a.dtype), " vs ", DTypeName(b.dtype), ";");
+    if (a.dtype != b.dtype)
+      absl::StrAppend(&diff, " dtype ", DTypeName(a.dtype), " vs ", DTypeName(b.dtype), ";");
     bool sizes_ok = a.sizes.size() == b.sizes.size();
     for (size_t i = 0; sizes_ok && i < a.sizes.size(); ++i) {
       sizes_ok = a.sizes[i] == b.sizes[i] || a.sizes[i] == kDynamicSize;
     }
     if (!sizes_ok) {
-      absl::StrAppend(&diff, " sizes [", absl::StrJoin(a.sizes, ","), "] vs [", absl::StrJoin(b.sizes, ","), "];");
+      absl::StrAppend(&diff, " sizes [", absl::StrJoin(a.sizes, ","), "] vs [",
+                      absl::StrJoin(b.sizes, ","), "];");
     }
-    if (!(a.device == b.device)) absl::StrAppend(&diff, " device ", DeviceName(a.device), " vs ", DeviceName(b.device), ";");
-    if (a.requires_grad != b.requires_grad) absl::StrAppend(&diff, " requires_grad ", a.requires_grad, " vs ", b.requires_grad, ";");
+    if (!(a.device == b.device))
+      absl::StrAppend(&diff, " device ", DeviceName(a.device), " vs ", DeviceName(b.device), ";");
+    if (a.requires_grad != b.requires_grad)
+      absl::StrAppend(&diff, " requires_grad ", a.requires_grad, " vs ", b.requires_grad, ";");
     if (is_view && !a.has_strides()) absl::StrAppend(&diff, " a view without strides;");
     if (a.has_strides() && !a.data_dependent && a.strides != b.strides) {
-      absl::StrAppend(&diff, " strides [", absl::StrJoin(a.strides, ","), "] vs [", absl::StrJoin(b.strides, ","), "];");
+      absl::StrAppend(&diff, " strides [", absl::StrJoin(a.strides, ","), "] vs [",
+                      absl::StrJoin(b.strides, ","), "];");
     }
     return diff;
   }
@@ -146,7 +151,8 @@ std::string Compare(const Value& inferred, const Value& real, bool is_view) {
     }
     return "";
   }
-  if (!(inferred == real)) return absl::StrCat("expected ", ToString(real), ", inferred ", ToString(inferred));
+  if (!(inferred == real))
+    return absl::StrCat("expected ", ToString(real), ", inferred ", ToString(inferred));
   return "";
 }
 
@@ -177,7 +183,8 @@ Outcome CheckCases(const Registry& registry, const std::vector<Object>& cases) {
     for (const Object& kw : kwarg_objects) {
       std::vector<Object> kv = Items(kw);
       absl::StatusOr<Value> v = Decode(kv[1]);
-      if (!v.ok()) failure = absl::StrCat(name, ": undecodable keyword argument: ", v.status().message());
+      if (!v.ok())
+        failure = absl::StrCat(name, ": undecodable keyword argument: ", v.status().message());
       kwargs.push_back({Str(kv[0]), v.ok() ? *std::move(v) : Value()});
     }
     std::vector<Object> expected = Items(parts[3]);
@@ -186,11 +193,14 @@ Outcome CheckCases(const Registry& registry, const std::vector<Object>& cases) {
     ++o.total;
     ++o.per_op[name];
     const std::string call = absl::StrCat(
-        name, "(", absl::StrJoin(args, ", ", [](std::string* out, const Value& v) { out->append(ToString(v)); }),
+        name, "(",
+        absl::StrJoin(args, ", ",
+                      [](std::string* out, const Value& v) { out->append(ToString(v)); }),
         kwargs.empty() ? "" : ", ",
-        absl::StrJoin(kwargs, ", ", [](std::string* out, const Kwarg& k) {
-          absl::StrAppend(out, k.name, "=", ToString(k.value));
-        }),
+        absl::StrJoin(kwargs, ", ",
+                      [](std::string* out, const Kwarg& k) {
+                        absl::StrAppend(out, k.name, "=", ToString(k.value));
+                      }),
         ")");
     if (!failure.empty()) {
       // already failed decoding
@@ -203,7 +213,8 @@ Outcome CheckCases(const Registry& registry, const std::vector<Object>& cases) {
         failure = absl::StrCat(call, ": rejected without a message");
       }
     } else if (!inferred.ok()) {
-      failure = absl::StrCat(call, ": torch succeeded but the registry said: ", inferred.status().message());
+      failure = absl::StrCat(
+          call, ": torch succeeded but the registry said: ", inferred.status().message());
     } else {
       absl::StatusOr<Value> real = Decode(parts[3]);
       if (!real.ok()) {
@@ -223,12 +234,15 @@ void Report(const Outcome& o, absl::string_view title, size_t entries) {
   std::cout << title << " (combinations compared per op, of which torch rejected):\n";
   for (const auto& [name, count] : o.per_op) {
     auto it = o.rejected_per_op.find(name);
-    std::cout << "  " << name << ": " << count << " (" << (it == o.rejected_per_op.end() ? 0 : it->second) << ")\n";
+    std::cout << "  " << name << ": " << count << " ("
+              << (it == o.rejected_per_op.end() ? 0 : it->second) << ")\n";
   }
-  std::cout << "entries: " << entries << ", combinations: " << o.total << ", disagreements: " << o.failures.size()
-            << ", agreement: " << (o.total ? 100.0 * (o.total - static_cast<int>(o.failures.size())) / o.total : 0)
+  std::cout << "entries: " << entries << ", combinations: " << o.total
+            << ", disagreements: " << o.failures.size() << ", agreement: "
+            << (o.total ? 100.0 * (o.total - static_cast<int>(o.failures.size())) / o.total : 0)
             << "%\n";
-  for (size_t i = 0; i < o.failures.size() && i < 300; ++i) std::cout << "  MISMATCH " << o.failures[i] << "\n";
+  for (size_t i = 0; i < o.failures.size() && i < 300; ++i)
+    std::cout << "  MISMATCH " << o.failures[i] << "\n";
 }
 
 std::vector<Object> RegistryNames(const Registry& registry, const char* only) {

@@ -2,7 +2,6 @@
 // serialisation unchanged, and the checker rejects hand-broken ones with a
 // message that names what is broken.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "google/protobuf/text_format.h"
@@ -213,33 +212,47 @@ TEST_CASE("the checker rejects broken captures with a message naming the culprit
   };
   const Broken cases[] = {
       {"dangling node reference",
-       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(4)->mutable_args(0)->set_node("nope"); },
+       [](ir::Capture& c) {
+         c.mutable_graphs(0)->mutable_nodes(4)->mutable_args(0)->set_node("nope");
+       },
        "node 'mul', argument 0: refers to unknown node 'nope'"},
       {"forward reference",
-       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(1)->mutable_args(0)->set_node("add"); },
+       [](ir::Capture& c) {
+         c.mutable_graphs(0)->mutable_nodes(1)->mutable_args(0)->set_node("add");
+       },
        "node 'sin', argument 0: refers to unknown node 'add'"},
       {"reference nested in a list",
        [](ir::Capture& c) {
-         c.mutable_graphs(0)->mutable_nodes(3)->mutable_args(1)->mutable_list()->mutable_items(0)->set_node("ghost");
+         c.mutable_graphs(0)
+             ->mutable_nodes(3)
+             ->mutable_args(1)
+             ->mutable_list()
+             ->mutable_items(0)
+             ->set_node("ghost");
        },
        "node 'getitem', argument 1[0]: refers to unknown node 'ghost'"},
       {"missing metadata",
        [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(2)->clear_meta(); },
        "node 'sum_1': missing metadata"},
       {"metadata without dtype",
-       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(1)->mutable_meta()->mutable_tensor()->clear_dtype(); },
+       [](ir::Capture& c) {
+         c.mutable_graphs(0)->mutable_nodes(1)->mutable_meta()->mutable_tensor()->clear_dtype();
+       },
        "node 'sin': tensor metadata has no valid dtype"},
       {"unknown kind",
-       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(5)->set_kind(static_cast<Node::Kind>(42)); },
+       [](ir::Capture& c) {
+         c.mutable_graphs(0)->mutable_nodes(5)->set_kind(static_cast<Node::Kind>(42));
+       },
        "node 'add': unknown kind 42"},
       {"unset kind",
-       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(5)->set_kind(Node::KIND_UNSPECIFIED); },
+       [](ir::Capture& c) {
+         c.mutable_graphs(0)->mutable_nodes(5)->set_kind(Node::KIND_UNSPECIFIED);
+       },
        "node 'add': unknown kind 0"},
       {"duplicate node name",
        [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(2)->set_name("sin"); },
        "node 'sin': name is not unique"},
-      {"no output node",
-       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes()->RemoveLast(); },
+      {"no output node", [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes()->RemoveLast(); },
        "graph 'graph_0': has 0 OUTPUT nodes"},
       {"dangling graph output",
        [](ir::Capture& c) { c.mutable_graphs(0)->mutable_outputs(0)->set_node("gone"); },
@@ -249,14 +262,20 @@ TEST_CASE("the checker rejects broken captures with a message naming the culprit
        "input 'sin' is not a placeholder node"},
       {"no IR version", [](ir::Capture& c) { c.clear_ir_version(); }, "ir_version is not set"},
       {"future IR version",
-       [](ir::Capture& c) { c.set_ir_version(static_cast<ir::IrVersion>(99)); }, "is newer than this reader"},
-      {"guard without kind",
-       [](ir::Capture& c) { c.mutable_guards(0)->clear_kind(); }, "guard 0 ('L['x']'): unknown kind 0"},
-      {"break without reason",
-       [](ir::Capture& c) { c.mutable_graph_breaks(0)->clear_reason(); }, "graph break 0: unknown reason"},
+       [](ir::Capture& c) { c.set_ir_version(static_cast<ir::IrVersion>(99)); },
+       "is newer than this reader"},
+      {"guard without kind", [](ir::Capture& c) { c.mutable_guards(0)->clear_kind(); },
+       "guard 0 ('L['x']'): unknown kind 0"},
+      {"break without reason", [](ir::Capture& c) { c.mutable_graph_breaks(0)->clear_reason(); },
+       "graph break 0: unknown reason"},
       {"strides that do not match sizes",
        [](ir::Capture& c) {
-         c.mutable_graphs(0)->mutable_nodes(1)->mutable_meta()->mutable_tensor()->mutable_strides()->RemoveLast();
+         c.mutable_graphs(0)
+             ->mutable_nodes(1)
+             ->mutable_meta()
+             ->mutable_tensor()
+             ->mutable_strides()
+             ->RemoveLast();
        },
        "node 'sin': tensor metadata has 2 sizes but 1 strides"},
   };

@@ -1,9 +1,10 @@
 // The registry's contract, beyond what the differential test proves against
 // torch: unknown ops are reported, never guessed; registration is clean;
 // tags are declared.
+#include "lib/ops/registry.h"
+
 #include <catch2/catch.hpp>
 
-#include "lib/ops/registry.h"
 #include "test/test_support.h"
 
 namespace dynamo::ops {
@@ -21,7 +22,8 @@ TEST_CASE("an op with no entry is reported as unknown", "[ops]") {
       "torch.frobnicate", {Value(TensorMeta::Contiguous(DType::kFloat32, {2}))});
   REQUIRE_FALSE(out.ok());
   CHECK(out.status().code() == absl::StatusCode::kNotFound);
-  CHECK(std::string(out.status().message()).find("unknown op 'torch.frobnicate'") != std::string::npos);
+  CHECK(std::string(out.status().message()).find("unknown op 'torch.frobnicate'") !=
+        std::string::npos);
 }
 
 TEST_CASE("binding reports unexpected, missing and repeated arguments", "[ops]") {
@@ -90,7 +92,8 @@ TEST_CASE("views of tensors with unknown strides are refused, not guessed", "[op
 
 TEST_CASE("results convert to graph IR metadata", "[ops]") {
   const Value x(TensorMeta::Contiguous(DType::kFloat32, {4, 6}));
-  absl::StatusOr<Value> parts = DefaultRegistry().Infer("Tensor.split", {x, Value(4)}, {{"dim", Value(1)}});
+  absl::StatusOr<Value> parts =
+      DefaultRegistry().Infer("Tensor.split", {x, Value(4)}, {{"dim", Value(1)}});
   DYNAMO_REQUIRE_OK(parts);
   REQUIRE(parts->items().size() == 2);
   CHECK(parts->items()[1].as_tensor().sizes == std::vector<int64_t>{4, 2});

@@ -40,3 +40,32 @@ MODELS = [
     # (nn.MultiheadAttention's path in torch 1.13); until then it is a located
     # UNKNOWN_OP break, never a guessed graph.
 ]
+
+
+# Every torchvision classifier: offline capture must give one graph equal to
+# eager, or a located graph break; a wrong graph fails the test.
+SWEEP = ["alexnet", "vgg11", "squeezenet1_0", "densenet121", "shufflenet_v2_x0_5", "mnasnet0_5",
+         "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf", "resnext50_32x4d",
+         "googlenet", "convnext_tiny", "vit_b_16", "swin_t"]
+_BIG_INPUT = {"alexnet", "vit_b_16", "swin_t"}  # need 224x224
+
+
+def _sweep_model(name):
+    kwargs = {"aux_logits": False, "init_weights": False} if name == "googlenet" else {}
+    return getattr(torchvision.models, name)(**kwargs).eval()
+
+
+SWEEP_MODELS = {}
+for _name in SWEEP:
+    SWEEP_MODELS[_name] = _sweep_model(_name)
+    globals()[_name] = SWEEP_MODELS[_name]
+
+
+def sweep_entries():
+    """(target, spec, make_inputs) for each sweep model."""
+    out = []
+    for name in SWEEP:
+        size = 224 if name in _BIG_INPUT else 64
+        out.append((f"{name}.forward", f"f32[1,3,{size},{size}]",
+                    lambda size=size: (torch.randn(1, 3, size, size),)))
+    return out
