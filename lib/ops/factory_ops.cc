@@ -16,19 +16,7 @@ constexpr absl::string_view kFactoryKwargs =
     "bool requires_grad=False";
 
 absl::StatusOr<Device> DeviceArg(const Args& args, const Device& fallback) {
-  const Value& v = args.Get("device");
-  if (v.is_none()) return fallback;
-  if (v.is_device()) return v.as_device();
-  const std::string& s = v.as_string();
-  Device d;
-  const size_t colon = s.find(':');
-  d.type = s.substr(0, colon);
-  if (colon != std::string::npos) d.index = std::stoll(s.substr(colon + 1));
-  if (d.type != "cpu" && d.type != "cuda" && d.type != "meta") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Expected one of cpu, cuda, meta device type at start of device string: ", s));
-  }
-  return d;
+  return DeviceArgument(args.Get("device"), fallback);
 }
 
 absl::Status CheckSizes(const std::vector<int64_t>& sizes) {

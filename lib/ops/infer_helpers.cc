@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -402,6 +403,28 @@ TensorMeta ViewOf(const TensorMeta& base, std::vector<int64_t> sizes,
   out.requires_grad = base.requires_grad;
   out.data_dependent = base.data_dependent;
   return out;
+}
+
+absl::StatusOr<Device> DeviceArgument(const Value& value, const Device& fallback) {
+  if (value.is_none()) return fallback;
+  Device d;
+  if (value.is_device()) {
+    d = value.as_device();
+  } else if (value.is_string()) {
+    const std::string& s = value.as_string();
+    const size_t colon = s.find(':');
+    d.type = s.substr(0, colon);
+    if (colon != std::string::npos && !absl::SimpleAtoi(s.substr(colon + 1), &d.index)) {
+      return absl::InvalidArgumentError(absl::StrCat("Invalid device string: '", s, "'"));
+    }
+  } else {
+    return TypeError(absl::StrCat("expected a device, got ", TypeName(value)));
+  }
+  if (d.type != "cpu" && d.type != "cuda" && d.type != "meta") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Expected one of cpu, cuda, meta device type at start of device string: ", d.type));
+  }
+  return d;
 }
 
 absl::Status TypeError(absl::string_view message) {

@@ -112,6 +112,10 @@ absl::Status CheckNoInternalOverlap(const TensorMeta& t);
 // A view of `base` with the given geometry (keeps dtype, device, grad).
 TensorMeta ViewOf(const TensorMeta& base, std::vector<int64_t> sizes, std::vector<int64_t> strides);
 
+// A device argument (torch.device or a string like "cuda:1"); `fallback`
+// when it is None. Only the device types the registry knows are accepted.
+absl::StatusOr<Device> DeviceArgument(const Value& value, const Device& fallback);
+
 // Error helpers, so messages look alike.
 absl::Status TypeError(absl::string_view message);
 absl::Status ValueError(absl::string_view message);

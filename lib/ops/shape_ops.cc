@@ -444,18 +444,9 @@ absl::StatusOr<Value> To(const Args& args) {
   if (args.overload() == 0) {
     dtype = args.Get("dtype").as_dtype();
   } else if (args.overload() == 1) {
-    const Value& d = args.Get("device");
-    if (d.is_device()) device = d.as_device();
-    if (d.is_string()) {
-      const std::string& s = d.as_string();
-      const size_t colon = s.find(':');
-      device.type = s.substr(0, colon);
-      device.index = -1;
-      if (colon != std::string::npos) device.index = std::stoll(s.substr(colon + 1));
-    }
-    if (device.type != "cpu" && device.type != "cuda" && device.type != "meta") {
-      return absl::InvalidArgumentError(absl::StrCat("unknown device type '", device.type, "'"));
-    }
+    absl::StatusOr<Device> d = DeviceArgument(args.Get("device"), t.device);
+    if (!d.ok()) return d.status();
+    device = *d;
     if (std::optional<DType> d2 = args.OptDType("dtype")) dtype = *d2;
   } else {
     const TensorMeta& other = args.Tensor("other");
