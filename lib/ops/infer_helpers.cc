@@ -45,14 +45,6 @@ Maybe CombineCategories(Maybe higher, Maybe lower) {
   return lower;
 }
 
-void CollectTensors(const Value& v, std::vector<const Value*>& out) {
-  if (v.is_tensor()) {
-    out.push_back(&v);
-  } else if (v.is_list()) {
-    for (const Value& item : v.items()) CollectTensors(item, out);
-  }
-}
-
 }  // namespace
 
 DType PromoteTypes(DType a, DType b) {
@@ -380,6 +372,35 @@ std::vector<int64_t> PreservedStrides(const TensorMeta& t) {
   return ContiguousStrides(t.sizes);
 }
 
+bool IsChannelsLastLike(const TensorMeta& t) {
+  if (t.dim() != 4 || !t.has_strides()) return false;
+  if (t.strides[1] == 0) return false;  // a trivial C dimension defaults to NCHW
+  int64_t min = 0;
+  for (size_t d : {1, 3, 2, 0}) {
+    if (t.sizes[d] == 0) return false;
+    if (t.strides[d] < min) return false;
+    // N111-like ambiguities fall back to NCHW, as in c10.
+    if (d == 0 && min == t.strides[1]) return false;
+    min = t.strides[d];
+    if (t.sizes[d] > 1) min *= t.sizes[d];
+  }
+  return true;
+}
+
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(4);
+  strides[1] = 1;
+  strides[3] = sizes[1];
+  strides[2] = strides[3] * sizes[3];
+  strides[0] = strides[2] * sizes[2];
+  return strides;
+}
+
+std::vector<int64_t> SuggestedStrides(const TensorMeta& input, const std::vector<int64_t>& sizes) {
+  if (sizes.size() == 4 && IsChannelsLastLike(input)) return ChannelsLastStrides(sizes);
+  return ContiguousStrides(sizes);
+}
+
 absl::Status CheckNoInternalOverlap(const TensorMeta& t) {
   if (t.numel() == 0) return absl::OkStatus();  // empty tensors count as contiguous
   for (size_t i = 0; i < t.strides.size() && i < t.sizes.size(); ++i) {
@@ -432,14 +453,6 @@ absl::Status TypeError(absl::string_view message) {
 }
 absl::Status ValueError(absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("ValueError: ", message));
-}
-
-std::vector<const Value*> TensorsOf(std::initializer_list<const Value*> values) {
-  std::vector<const Value*> out;
-  for (const Value* v : values) {
-    if (v != nullptr) CollectTensors(*v, out);
-  }
-  return out;
 }
 
 }  // namespace dynamo::ops

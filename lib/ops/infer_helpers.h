@@ -109,6 +109,15 @@ std::vector<int64_t> PreservedStrides(const TensorMeta& t);
 // In-place ops refuse outputs where several elements share memory (an
 // expanded tensor): at::assert_no_internal_overlap.
 absl::Status CheckNoInternalOverlap(const TensorMeta& t);
+// c10's is_channels_last_strides_2d: a 4-D layout whose strides put the
+// channels innermost (what suggest_memory_format() calls ChannelsLast).
+bool IsChannelsLastLike(const TensorMeta& t);
+// get_channels_last_strides_2d: NHWC strides for 4-D NCHW sizes.
+std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& sizes);
+// The strides of a fresh output of `sizes` allocated with
+// input.suggest_memory_format() (convolution, pooling, batch_norm, pad):
+// channels-last for a channels-last-like 4-D input, contiguous otherwise.
+std::vector<int64_t> SuggestedStrides(const TensorMeta& input, const std::vector<int64_t>& sizes);
 // A view of `base` with the given geometry (keeps dtype, device, grad).
 TensorMeta ViewOf(const TensorMeta& base, std::vector<int64_t> sizes, std::vector<int64_t> strides);
 
@@ -119,8 +128,5 @@ absl::StatusOr<Device> DeviceArgument(const Value& value, const Device& fallback
 // Error helpers, so messages look alike.
 absl::Status TypeError(absl::string_view message);
 absl::Status ValueError(absl::string_view message);
-
-// Collects tensors out of the listed arguments (nested lists included).
-std::vector<const Value*> TensorsOf(std::initializer_list<const Value*> values);
 
 }  // namespace dynamo::ops

@@ -17,12 +17,16 @@ std::string Dims(const std::vector<int64_t>& v) {
   return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
 }
 
-// An output of the same geometry as `t`: contiguous when `t` is, otherwise
-// the layout is left untracked (torch picks one from suggest_memory_format).
+// A fresh output laid out by the input's suggest_memory_format(), as the
+// CPU convolution, pooling, batch_norm and constant_pad_nd kernels allocate.
 TensorMeta LikeInput(const TensorMeta& t, DType dtype, std::vector<int64_t> sizes,
                      bool requires_grad) {
   TensorMeta out = NewTensor(dtype, std::move(sizes), t.device, requires_grad);
-  if (!IsContiguous(t)) out.strides.clear();
+  if (!t.has_strides()) {
+    out.strides.clear();
+  } else {
+    out.strides = SuggestedStrides(t, out.sizes);
+  }
   return out;
 }
 
@@ -514,6 +518,14 @@ absl::StatusOr<Value> Pad(const Args& args) {
           d, " of your input."));
     }
     sizes[d] = size;
+  }
+  // Without positive padding torch narrows the input and clones the view
+  // (preserve_format); otherwise it allocates by suggest_memory_format.
+  if (std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p <= 0; })) {
+    TensorMeta narrowed = ViewOf(x, sizes, x.strides);
+    TensorMeta out = NewTensor(x.dtype, std::move(sizes), x.device, x.requires_grad);
+    out.strides = PreservedStrides(narrowed);
+    return Value(std::move(out));
   }
   return Value(LikeInput(x, x.dtype, std::move(sizes), x.requires_grad));
 }

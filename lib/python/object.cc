@@ -6,8 +6,11 @@
 namespace dynamo::python {
 namespace {
 
-absl::StatusOr<Object> Checked(PyObject* result, absl::string_view context) {
-  if (result == nullptr) return FetchError(context);
+// `context` is only evaluated on failure: building it can be expensive (the
+// repr of a module is the repr of every submodule).
+template <typename Context>
+absl::StatusOr<Object> Checked(PyObject* result, const Context& context) {
+  if (result == nullptr) return FetchError(context());
   return Object::Steal(result);
 }
 
@@ -20,23 +23,32 @@ Object PackTuple(const std::vector<Object>& items) {
   return t;
 }
 
+// "torch.nn.functional.relu" or "Linear.forward" rather than a repr, which
+// for a module lists every submodule.
+std::string ShortName(const Object& callable) {
+  Object qualname = Object::Steal(PyObject_GetAttrString(callable.get(), "__qualname__"));
+  if (!qualname) PyErr_Clear();
+  absl::StatusOr<std::string> s = qualname ? AsString(qualname) : absl::NotFoundError("");
+  return s.ok() ? *s : absl::StrCat("a ", TypeName(callable));
+}
+
 }  // namespace
 
 absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name) {
   Object key = FromString(name);
   return Checked(PyObject_GetAttr(obj.get(), key.get()),
-                 absl::StrCat("getattr(", TypeName(obj), ", '", name, "')"));
+                 [&] { return absl::StrCat("getattr(", TypeName(obj), ", '", name, "')"); });
 }
 
 absl::StatusOr<Object> Import(absl::string_view module) {
   std::string name(module);
-  return Checked(PyImport_ImportModule(name.c_str()), absl::StrCat("import ", module));
+  return Checked(PyImport_ImportModule(name.c_str()), [&] { return absl::StrCat("import ", module); });
 }
 
 absl::StatusOr<Object> Call(const Object& callable, const std::vector<Object>& args) {
   Object tuple = PackTuple(args);
   return Checked(PyObject_Call(callable.get(), tuple.get(), nullptr),
-                 absl::StrCat("calling ", Repr(callable)));
+                 [&] { return absl::StrCat("calling ", ShortName(callable)); });
 }
 
 absl::StatusOr<Object> CallMethod(const Object& obj, absl::string_view name,

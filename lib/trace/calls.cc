@@ -21,7 +21,13 @@ Object Attr(PyObject* o, const char* name) {
   return a;
 }
 
+// torch's own attributes ("nn.Module", "no_grad", "_C._is_tracing"), resolved
+// once per process: they are looked up on every wrapped value.
 Object TorchAttr(const char* dotted) {
+  // Leaked on purpose: holds Python objects past main() (see Object's destructor).
+  static auto* cache = new absl::flat_hash_map<std::string, Object>();
+  auto it = cache->find(dotted);
+  if (it != cache->end()) return it->second;
   Object obj = Object::Steal(PyImport_ImportModule("torch"));
   if (!obj) {
     PyErr_Clear();
@@ -35,6 +41,7 @@ Object TorchAttr(const char* dotted) {
     obj = Attr(obj.get(), part.c_str());
     start = dot == std::string::npos ? path.size() : dot + 1;
   }
+  (*cache)[dotted] = obj;
   return obj;
 }
 
@@ -79,9 +86,14 @@ bool IsImmutableConstant(PyObject* o) {
 // module, nn.Module's own path ("layers.0.weight"); elsewhere a name built
 // from the source.
 std::string AttributeTarget(const Source& source) {
-  std::vector<std::string> parts;
+  std::vector<std::string> parts;  // innermost first
   const Source* s = &source;
   for (; s->base(); s = s->base().get()) {
+    // module._modules['x'] (and _parameters, _buffers) is module.x.
+    if (s->kind() == Source::Kind::kAttr && !parts.empty() &&
+        (s->name() == "_modules" || s->name() == "_parameters" || s->name() == "_buffers")) {
+      continue;
+    }
     parts.push_back(s->kind() == Source::Kind::kAttr ? s->name()
                     : s->is_index()                  ? absl::StrCat(s->index())
                                                      : s->name());
@@ -222,37 +234,31 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     return Break(ir::GraphBreak::OTHER, "a tensor object made outside the trace with no known path",
                  "pass the tensor as an argument or keep it as a module attribute");
   }
-  // The root module's own name for it when it has one ("features.conv0.weight"
-  // where the source says L['self'].features[0].weight), else one derived
-  // from the source.
-  std::string target = RootPath(tensor);
-  if (target.empty()) target = AttributeTarget(*source);
+  std::string target = AttributeTarget(*source);
   std::string node = graph_.AddGetAttr(target, *meta);
   attribute_nodes_[tensor.get()] = node;
   attributes_.push_back({target, source->ToString(), tensor});
   return Var::Tensor(node, *meta, source);
 }
 
-std::string Translator::RootPath(const Object& tensor) {
-  if (!root_paths_built_) {
-    root_paths_built_ = true;
-    if (root_ && IsInstanceOf(root_.get(), "nn.Module")) {
-      for (const char* method : {"named_parameters", "named_buffers"}) {
-        absl::StatusOr<Object> named = python::CallMethod(root_, method);
-        absl::StatusOr<std::vector<Object>> items = named.ok() ? python::AsVector(*named) : named.status();
-        if (!items.ok()) continue;
-        for (const Object& pair : *items) {
-          absl::StatusOr<std::vector<Object>> kv = python::AsVector(pair);
-          absl::StatusOr<std::string> name = kv.ok() ? python::AsString((*kv)[0]) : kv.status();
-          // First name wins for shared tensors, as named_parameters orders them.
-          if (name.ok() && !root_paths_.contains((*kv)[1].get())) root_paths_[(*kv)[1].get()] = *name;
-        }
+SourcePtr Translator::ChildSource(const VarPtr& container, int64_t index) {
+  if (!container->source) return nullptr;
+  // nn.Module containers iterate their _modules in order; the child's own
+  // name gives the exact path ("features.conv0" where iteration says [0]).
+  Object modules = Attr(container->object.get(), "_modules");
+  if (modules && PyDict_Check(modules.get()) && index < PyDict_Size(modules.get())) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    for (int64_t i = 0; PyDict_Next(modules.get(), &pos, &key, &value); ++i) {
+      if (i != index) continue;
+      absl::StatusOr<std::string> name = python::AsString(Object::Borrow(key));
+      if (name.ok() && *name != absl::StrCat(index) && PyUnicode_IsIdentifier(key)) {
+        return Source::Attr(container->source, *name);
       }
-      PyErr_Clear();
+      break;
     }
   }
-  auto it = root_paths_.find(tensor.get());
-  return it == root_paths_.end() ? "" : it->second;
+  return Source::Item(container->source, index);
 }
 
 absl::StatusOr<VarPtr> Translator::FromValue(const ops::Value& value) {

@@ -102,10 +102,20 @@ absl::StatusOr<TraceResult> Trace(const TraceRequest& request, const ops::Regist
   return t.Run(request, on_break);
 }
 
-Translator::Translator(const ops::Registry& registry) : registry_(registry) {
-  // Which real callables are registry ops: resolve each name once, by
-  // identity, so aliases (F.relu vs torch.nn.functional.relu) agree.
-  for (const std::string& name : registry_.Names()) {
+namespace {
+
+// Which real callables are registry ops, by identity, so aliases (F.relu and
+// torch.nn.functional.relu) agree. Resolved once per registry: hundreds of
+// imports and attribute reads that do not change while the process runs.
+const absl::flat_hash_map<PyObject*, std::string>& OpNames(const ops::Registry& registry) {
+  // Leaked on purpose: the keys are borrowed objects kept alive by `owners`.
+  static auto* cache = new absl::flat_hash_map<const ops::Registry*,
+                                                absl::flat_hash_map<PyObject*, std::string>>();
+  static auto* owners = new std::vector<python::Object>();
+  auto it = cache->find(&registry);
+  if (it != cache->end()) return it->second;
+  absl::flat_hash_map<PyObject*, std::string>& names = (*cache)[&registry];
+  for (const std::string& name : registry.Names()) {
     std::vector<std::string> parts = absl::StrSplit(name, '.');
     if (parts.size() < 2 || parts[0] == "Tensor") continue;
     python::Object obj;
@@ -125,8 +135,18 @@ Translator::Translator(const ops::Registry& registry) : registry_(registry) {
       obj = python::Object::Steal(PyObject_GetAttrString(obj.get(), parts[i].c_str()));
       if (!obj) PyErr_Clear();
     }
-    if (obj && !op_names_.contains(obj.get())) op_names_[obj.get()] = name;
+    if (obj && !names.contains(obj.get())) {
+      names[obj.get()] = name;
+      owners->push_back(obj);
+    }
   }
+  return names;
+}
+
+}  // namespace
+
+Translator::Translator(const ops::Registry& registry)
+    : registry_(registry), op_names_(OpNames(registry)) {
   python::Object builtins = python::Object::Borrow(PyEval_GetBuiltins());
   for (const char* name : {"len", "isinstance", "range", "enumerate", "zip", "list", "tuple",
                            "int", "float", "bool", "abs", "min", "max", "sum", "getattr",
@@ -1097,7 +1117,8 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
     if (obj->source) {
       absl::StatusOr<int64_t> i = AsInt(index);
       absl::StatusOr<std::string> s = python::AsString(*key);
-      if (i.ok()) source = Source::Item(obj->source, *i);
+      if (i.ok() && obj->kind == VarKind::kNNModule && *i >= 0) source = ChildSource(obj, *i);
+      else if (i.ok()) source = Source::Item(obj->source, *i);
       else if (s.ok()) source = Source::Item(obj->source, *s);
     }
     return Wrap(item, source);
@@ -1155,8 +1176,7 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
       std::vector<VarPtr> items;
       int64_t i = 0;
       while (python::Object item = python::Object::Steal(PyIter_Next(it.get()))) {
-        absl::StatusOr<VarPtr> w =
-            Wrap(item, v->source && v->kind == VarKind::kNNModule ? Source::Item(v->source, i) : nullptr);
+        absl::StatusOr<VarPtr> w = Wrap(item, v->kind == VarKind::kNNModule ? ChildSource(v, i) : nullptr);
         if (!w.ok()) return w.status();
         items.push_back(*w);
         ++i;

@@ -80,8 +80,9 @@ class Translator {
   absl::StatusOr<VarPtr> TensorAttr(const VarPtr& tensor, const std::string& name);
   absl::StatusOr<VarPtr> Wrap(const python::Object& obj, SourcePtr source);
   absl::StatusOr<VarPtr> WrapTensor(const python::Object& tensor, SourcePtr source);
-  // The qualified name of a parameter or buffer of the root module ("" if none).
-  std::string RootPath(const python::Object& tensor);
+  // The source of the index-th child of an nn.Module container: [i], or .name
+  // when nn names the child otherwise (so get_attr targets are module paths).
+  SourcePtr ChildSource(const VarPtr& container, int64_t index);
   absl::StatusOr<VarPtr> FromValue(const ops::Value& value);
   absl::StatusOr<python::Object> ToPython(const VarPtr& v);
   absl::StatusOr<ir::Argument> ToArgument(const VarPtr& v);
@@ -98,13 +99,11 @@ class Translator {
   GuardSet guards_;
   std::vector<GraphAttribute> attributes_;
   absl::flat_hash_map<PyObject*, std::string> attribute_nodes_;  // real tensor -> get_attr node
-  absl::flat_hash_map<PyObject*, std::string> op_names_;   // callable -> registry name
+  const absl::flat_hash_map<PyObject*, std::string>& op_names_;  // callable -> registry name
   absl::flat_hash_map<PyObject*, std::string> builtins_;   // builtin -> its name
   absl::flat_hash_map<PyObject*, std::shared_ptr<const bytecode::DecodedCode>> decoded_;
   python::Object top_globals_;    // the traced function's module globals
   python::Object root_;           // the bound self, whose attributes get short paths
-  absl::flat_hash_map<PyObject*, std::string> root_paths_;  // its tensors -> qualified names
-  bool root_paths_built_ = false;
   std::vector<Frame*> frames_;    // innermost last
   bool grad_enabled_ = true;
   std::vector<bool> grad_stack_;  // modes to restore at each with-exit

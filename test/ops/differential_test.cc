@@ -113,7 +113,12 @@ absl::StatusOr<Value> Decode(const Object& enc) {
 }
 
 // Empty when they agree; otherwise what differs.
-std::string Compare(const Value& inferred, const Value& real, bool is_view) {
+struct StrideCount {
+  int tensors = 0;   // tensor results compared
+  int compared = 0;  // of which the registry claimed (and so proved) strides
+};
+
+std::string Compare(const Value& inferred, const Value& real, bool is_view, StrideCount& count) {
   if (real.is_tensor()) {
     if (!inferred.is_tensor())
       return absl::StrCat("expected a tensor, inferred ", ToString(inferred));
@@ -135,6 +140,8 @@ std::string Compare(const Value& inferred, const Value& real, bool is_view) {
     if (a.requires_grad != b.requires_grad)
       absl::StrAppend(&diff, " requires_grad ", a.requires_grad, " vs ", b.requires_grad, ";");
     if (is_view && !a.has_strides()) absl::StrAppend(&diff, " a view without strides;");
+    ++count.tensors;
+    if (a.has_strides() && !a.data_dependent) ++count.compared;
     if (a.has_strides() && !a.data_dependent && a.strides != b.strides) {
       absl::StrAppend(&diff, " strides [", absl::StrJoin(a.strides, ","), "] vs [",
                       absl::StrJoin(b.strides, ","), "];");
@@ -146,7 +153,7 @@ std::string Compare(const Value& inferred, const Value& real, bool is_view) {
       return absl::StrCat("expected ", ToString(real), ", inferred ", ToString(inferred));
     }
     for (size_t i = 0; i < real.items().size(); ++i) {
-      std::string d = Compare(inferred.items()[i], real.items()[i], is_view);
+      std::string d = Compare(inferred.items()[i], real.items()[i], is_view, count);
       if (!d.empty()) return absl::StrCat("item ", i, ":", d);
     }
     return "";
@@ -161,6 +168,7 @@ struct Outcome {
   std::map<std::string, int> rejected_per_op;
   std::vector<std::string> failures;
   int total = 0;
+  StrideCount strides;
 };
 
 // Runs every encoded case (op, args, kwargs, torch's result) through the
@@ -221,7 +229,7 @@ Outcome CheckCases(const Registry& registry, const std::vector<Object>& cases) {
         failure = absl::StrCat(call, ": undecodable torch result: ", real.status().message());
       } else {
         const bool is_view = (registry.Find(name)->tags() & kView) != 0;
-        std::string diff = Compare(*inferred, *real, is_view);
+        std::string diff = Compare(*inferred, *real, is_view, o.strides);
         if (!diff.empty()) failure = absl::StrCat(call, ":", diff);
       }
     }
@@ -241,6 +249,8 @@ void Report(const Outcome& o, absl::string_view title, size_t entries) {
             << ", disagreements: " << o.failures.size() << ", agreement: "
             << (o.total ? 100.0 * (o.total - static_cast<int>(o.failures.size())) / o.total : 0)
             << "%\n";
+  std::cout << "tensor results: " << o.strides.tensors << ", with strides claimed and compared: "
+            << o.strides.compared << "\n";
   for (size_t i = 0; i < o.failures.size() && i < 300; ++i)
     std::cout << "  MISMATCH " << o.failures[i] << "\n";
 }

@@ -102,6 +102,11 @@ ir::Capture MakeCapture() {
   guard->set_source("L['x']");
   *guard->mutable_tensor() = ops::ToProto(x);
   guard->set_reason("x is a graph input");
+  ir::Guard* k_guard = c.add_guards();
+  k_guard->set_kind(ir::Guard::EQUALS_MATCH);
+  k_guard->set_source("L['k']");
+  k_guard->mutable_value()->set_int_value(2);
+  k_guard->set_reason("k was specialised as a constant");
   ir::GraphBreak* br = c.add_graph_breaks();
   br->set_reason(ir::GraphBreak::UNSUPPORTED_CALL);
   br->set_message("call to builtin print");

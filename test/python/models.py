@@ -55,16 +55,13 @@ def _sweep_model(name):
     return getattr(torchvision.models, name)(**kwargs).eval()
 
 
-SWEEP_MODELS = {}
-for _name in SWEEP:
-    SWEEP_MODELS[_name] = _sweep_model(_name)
-    globals()[_name] = SWEEP_MODELS[_name]
-
-
 def sweep_entries():
-    """(target, spec, make_inputs) for each sweep model."""
+    """(target, spec, make_inputs) for each sweep model; builds the models
+    (on first use: they take seconds) as globals the targets name."""
     out = []
     for name in SWEEP:
+        if name not in globals():
+            globals()[name] = _sweep_model(name)
         size = 224 if name in _BIG_INPUT else 64
         out.append((f"{name}.forward", f"f32[1,3,{size},{size}]",
                     lambda size=size: (torch.randn(1, 3, size, size),)))
