@@ -24,6 +24,8 @@ namespace {
 
 using python::Object;
 
+constexpr absl::string_view kBreakPayload = "dynamo.capture/graph_break";
+
 // The process-wide interpreter and op registry (see capture.h).
 absl::Status EnsureRuntime() {
   static absl::Status status = [] {
@@ -192,7 +194,22 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
   if (!registry.ok()) return registry.status();
   trace::BreakInfo why;
   absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, **registry, &why);
-  if (!traced.ok()) return traced.status();
+  if (!traced.ok()) {
+    absl::Status status = traced.status();
+    if (status.code() == absl::StatusCode::kUnimplemented && !why.message.empty()) {
+      ir::GraphBreak b;
+      b.set_reason(why.reason);
+      b.set_message(why.message);
+      b.mutable_location()->set_file(why.file);
+      b.mutable_location()->set_line(why.line);
+      b.mutable_location()->set_text(why.text);
+      b.set_opcode(why.opcode);
+      b.set_offset(why.offset);
+      b.set_hint(why.hint);
+      status.SetPayload(kBreakPayload, absl::Cord(b.SerializeAsString()));
+    }
+    return status;
+  }
 
   Captured out;
   ir::Capture& c = out.capture;
@@ -240,6 +257,14 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
     return absl::InternalError(absl::StrCat("libdynamo produced an invalid capture (a bug): ", s.message()));
   }
   return out;
+}
+
+std::optional<ir::GraphBreak> GraphBreakOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kBreakPayload);
+  if (!payload) return std::nullopt;
+  ir::GraphBreak b;
+  if (!b.ParseFromString(std::string(*payload))) return std::nullopt;
+  return b;
 }
 
 absl::StatusOr<std::string> Serialize(const ir::Capture& capture, absl::string_view format) {

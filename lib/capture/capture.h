@@ -16,6 +16,7 @@
 // caller when libdynamo started Python; hosts that run Python must hold it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,12 @@ struct Captured {
 };
 
 // A construct that needs a graph break fails with kUnimplemented and one line:
-// "file:line: graph break: <what> [REASON] | <source line> | hint: <what to do>".
+// "file:line: graph break: <what> [REASON] | <source line> | hint: <what to do>";
+// GraphBreakOf() gives the same break as data.
 [[nodiscard]] absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options);
+
+// The graph break a failed CaptureFunction carries, if it failed on one.
+std::optional<ir::GraphBreak> GraphBreakOf(const absl::Status& status);
 
 // Serialises deterministically (same capture, same bytes).
 [[nodiscard]] absl::StatusOr<std::string> Serialize(const ir::Capture& capture,

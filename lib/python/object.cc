@@ -10,8 +10,14 @@ namespace {
 // repr of a module is the repr of every submodule).
 template <typename Context>
 absl::StatusOr<Object> Checked(PyObject* result, const Context& context) {
-  if (result == nullptr) return FetchError(context());
-  return Object::Steal(result);
+  if (result != nullptr) return Object::Steal(result);
+  // Building the context may call into Python (and clear errors): set the
+  // pending exception aside meanwhile. Fetch/Restore hand the references over.
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string text = context();
+  PyErr_Restore(type, value, traceback);
+  return FetchError(text);
 }
 
 Object PackTuple(const std::vector<Object>& items) {

@@ -73,6 +73,11 @@ TEST_CASE("FetchError: one-line message, type and traceback payloads", "[python]
   CHECK(PythonRaiseSite(result.status()) == "raiser.py:2");
   CHECK_FALSE(PyErr_Occurred());
 
+  // The context of a failed call is built without losing the exception.
+  absl::StatusOr<Object> failed = Call(*GetAttr(module, "boom"));
+  REQUIRE_FALSE(failed.ok());
+  CHECK(std::string(failed.status().message()) == "calling boom: ValueError: bad thing");
+
   absl::Status no_error = FetchError("nothing pending");
   CHECK(no_error.code() == absl::StatusCode::kInternal);
 }

@@ -1345,6 +1345,44 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
     if (!v.ok()) return done(v.status());
     kwargs.emplace_back(key, *v);
   }
+  // Parameters the call leaves to their defaults are, in the frame, locals
+  // holding the default: bind them here with that source (L['n']) so the
+  // trace guards them like any argument.
+  PyObject* defaults = PyFunction_GetDefaults(fn);
+  PyObject* kwdefaults = PyFunction_GetKwDefaults(fn);
+  const size_t ndefaults = defaults ? static_cast<size_t>(PyTuple_GET_SIZE(defaults)) : 0;
+  auto given_by_name = [&kwargs](const std::string& n) {
+    for (const auto& kv : kwargs) {
+      if (kv.first == n) return true;
+    }
+    return false;
+  };
+  bool positional = true;
+  for (size_t i = args.size(); i < argcount + kwonly; ++i) {
+    const std::string& name = names[i];
+    if (given_by_name(name)) {
+      positional = false;
+      continue;
+    }
+    PyObject* value = nullptr;
+    if (i < argcount && i + ndefaults >= argcount) {
+      value = PyTuple_GET_ITEM(defaults, static_cast<Py_ssize_t>(i + ndefaults - argcount));
+    } else if (i >= argcount && kwdefaults != nullptr) {
+      value = PyDict_GetItemString(kwdefaults, name.c_str());  // borrowed
+    }
+    if (value == nullptr) {  // missing: BindArguments reports it as Python would
+      positional = false;
+      continue;
+    }
+    absl::StatusOr<VarPtr> v = Wrap(Object::Borrow(value), Source::Local(name));
+    if (!v.ok()) return done(v.status());
+    if (positional && i < argcount) {
+      args.push_back(*v);
+    } else {
+      positional = false;
+      kwargs.emplace_back(name, *v);
+    }
+  }
   absl::Status bound = BindArguments(frame, function, std::move(args), std::move(kwargs));
   frames_.pop_back();
   if (!bound.ok()) return done(bound);

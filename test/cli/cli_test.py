@@ -324,6 +324,63 @@ class Export(BadInput):
         self.assertEqual(gm.fc.weight.shape, torch.Size([3, 4]))
 
 
+class InspectReport(unittest.TestCase):
+    """The full report: graph table, guards, breaks; saved captures; the CI gate."""
+
+    def setUp(self):
+        self.scratch = Scratch()
+        self.model = self.scratch.write("model.py", MODEL)
+
+    def test_report_sections(self):
+        result = run(self.model, "--fn", "net.forward", "-i", "x=f32[5,4]")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = result.stdout
+        for section in ("CAPTURE Net.forward", "ORIGINAL BYTECODE", "INPUTS", "GRAPH graph_0",
+                        "GUARDS (", "GRAPH BREAKS (0)"):
+            self.assertIn(section, out)
+        self.assertRegex(out, r"call_function\s+linear\s+torch.nn.functional.linear\s+\(x, fc_weight, fc_bias\)")
+        self.assertRegex(out, r"TENSOR_MATCH\s+L\['x'\]\s+float32\[5, 4\] strides \[4, 1\] cpu")
+        self.assertRegex(out, r"EQUALS_MATCH\s+L\['n'\]\s+2")
+
+    def test_break_report_and_gate(self):
+        result = run(self.model, "--fn", "branchy", "-i", "f32[3]")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("GRAPH BREAKS (1)", result.stdout)
+        self.assertIn("model.py:15  DATA_DEPENDENT_BRANCH at POP_JUMP_FORWARD_IF_FALSE", result.stdout)
+        self.assertIn("if x.sum() > 0:", result.stdout)
+        self.assertIn("hint: ", result.stdout)
+        gated = run(self.model, "--fn", "branchy", "-i", "f32[3]", "--max-breaks", "0")
+        self.assertEqual(gated.returncode, 1)
+        self.assertIn("GRAPH BREAKS (1)", gated.stdout)  # the report still shows why
+        self.assertEqual(gated.stderr.strip(),
+                         "dynamo-inspect: error: 1 graph break, more than --max-breaks 0")
+        self.assertEqual(run(self.model, "--fn", "branchy", "-i", "f32[3]", "--max-breaks", "1").returncode, 0)
+
+    def test_saved_capture_and_json(self):
+        out = os.path.join(self.scratch.dir.name, "net.pb")
+        self.assertEqual(export(self.model, "--fn", "net.forward", "-i", "f32[5,4]", "-o", out).returncode, 0)
+        text = run(out)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("GRAPH graph_0", text.stdout)
+        self.assertIn("LOAD_FAST", text.stdout)
+        import json
+        doc = json.loads(run(out, "--json").stdout)
+        self.assertEqual(doc["function_name"], "Net.forward")
+        self.assertEqual(len(doc["graphs"]), 1)
+        live = json.loads(run(self.model, "--fn", "net.forward", "-i", "f32[5,4]", "--json").stdout)
+        self.assertEqual(live["graphs"], doc["graphs"])
+
+    def test_bad_capture_files(self):
+        bad = self.scratch.write("bad.pb", "not a capture")
+        for path, fragment in [(bad, "is not a libdynamo capture"),
+                               (os.path.join(self.scratch.dir.name, "none.pb"), "cannot read")]:
+            result = run(path)
+            self.assertNotEqual(result.returncode, 0)
+            self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+            self.assertIn(fragment, result.stderr)
+            self.assertEqual(result.stdout, "")
+
+
 if __name__ == "__main__":
     INSPECT = os.path.abspath(sys.argv.pop(1))
     EXPORT = os.path.abspath(sys.argv.pop(1))

@@ -1,16 +1,21 @@
 #include "tools/inspect/inspect.h"
 
+#include <Python.h>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/decoder.h"
 #include "lib/bytecode/disassemble.h"
+#include "lib/capture/capture.h"
+#include "lib/capture/report.h"
 #include "lib/python/interpreter.h"
 #include "lib/python/script.h"
 
 namespace dynamo::tools {
+namespace {
 
-absl::Status RunInspect(const InspectOptions& options, std::string& out) {
-  absl::StatusOr<std::unique_ptr<python::Interpreter>> py = python::Interpreter::Start();
-  if (!py.ok()) return py.status();
+// The function's bytecode as dis lists it, nested code objects included.
+absl::StatusOr<std::string> Listing(const InspectOptions& options, bytecode::DecodedCode* keep) {
   absl::StatusOr<python::Object> module =
       python::ImportScript(options.script, {.as_main = options.as_main});
   if (!module.ok()) return module.status();
@@ -19,11 +24,79 @@ absl::Status RunInspect(const InspectOptions& options, std::string& out) {
   absl::StatusOr<bytecode::DecodedCode> decoded =
       bytecode::Decode(target->code, {.nested = options.nested});
   if (!decoded.ok()) return decoded.status();
+  std::string text = bytecode::Disassemble(*decoded, {.nested = options.nested});
+  if (keep != nullptr) *keep = *std::move(decoded);
+  return text;
+}
 
-  std::string report = absl::StrCat("ORIGINAL BYTECODE\n=================\n\n");
-  report += bytecode::Disassemble(*decoded, {.nested = options.nested});
-  out = std::move(report);
-  return absl::OkStatus();
+}  // namespace
+
+bool IsCaptureFile(const std::string& path) {
+  return absl::EndsWith(path, ".pb") || absl::EndsWith(path, ".pbtxt") ||
+         absl::EndsWith(path, ".json");
+}
+
+absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
+  InspectReport report;
+  if (IsCaptureFile(options.script)) {
+    absl::StatusOr<ir::Capture> c = capture::ReadCapture(options.script);
+    if (!c.ok()) return c.status();
+    report.breaks = c->graph_breaks_size();
+    if (options.json) {
+      absl::StatusOr<std::string> json = capture::Serialize(*c, "json");
+      if (!json.ok()) return json.status();
+      report.text = *json;
+    } else {
+      report.text = capture::FormatReport(*c);
+    }
+    return report;
+  }
+  if (options.function.empty()) return absl::InvalidArgumentError("--fn is required for a script");
+
+  absl::StatusOr<std::unique_ptr<python::Interpreter>> py = python::Interpreter::Start();
+  if (!py.ok()) return py.status();
+  if (options.inputs.empty() && options.example_inputs.empty()) {
+    absl::StatusOr<std::string> listing = Listing(options, nullptr);
+    if (!listing.ok()) return listing.status();
+    report.text = absl::StrCat("ORIGINAL BYTECODE\n=================\n\n", *listing);
+    return report;
+  }
+
+  capture::CaptureOptions capture_options;
+  capture_options.script = options.script;
+  capture_options.function = options.function;
+  capture_options.as_main = options.as_main;
+  capture_options.inputs = options.inputs;
+  capture_options.example_inputs = options.example_inputs;
+  absl::StatusOr<capture::Captured> captured = capture::CaptureFunction(capture_options);
+  ir::Capture c;
+  if (captured.ok()) {
+    c = std::move(captured->capture);
+  } else {
+    std::optional<ir::GraphBreak> graph_break = capture::GraphBreakOf(captured.status());
+    if (!graph_break) return captured.status();
+    // The capture stopped at a break: report what is known, and the break.
+    bytecode::DecodedCode decoded;
+    absl::StatusOr<std::string> listing = Listing(options, &decoded);
+    if (!listing.ok()) return listing.status();
+    c.set_ir_version(ir::IR_VERSION_CURRENT);
+    c.set_python_version(absl::StrCat(PY_MAJOR_VERSION, ".", PY_MINOR_VERSION, ".", PY_MICRO_VERSION));
+    c.set_source_file(decoded.filename);
+    c.set_function_name(decoded.qualname);
+    c.set_first_line(decoded.first_line);
+    *c.add_graph_breaks() = *graph_break;
+  }
+  report.breaks = c.graph_breaks_size();
+  if (options.json) {
+    absl::StatusOr<std::string> json = capture::Serialize(c, "json");
+    if (!json.ok()) return json.status();
+    report.text = *json;
+    return report;
+  }
+  absl::StatusOr<std::string> listing = Listing(options, nullptr);
+  if (!listing.ok()) return listing.status();
+  report.text = capture::FormatReport(c, *listing);
+  return report;
 }
 
 }  // namespace dynamo::tools

@@ -1,26 +1,42 @@
 // dynamo-inspect as a library call: everything the tool does, minus argument
 // parsing and exit codes (main.cc).
 //
-//   InspectOptions o{.script = "examples/add.py", .function = "forward"};
-//   std::string report;
-//   absl::Status s = RunInspect(o, report);
+//   InspectOptions o{.script = "model.py", .function = "model.forward",
+//                    .inputs = {"x=f32[1,3,224,224]"}};
+//   absl::StatusOr<InspectReport> r = RunInspect(o);   // r->text, r->breaks
+//
+// Without inputs it lists the bytecode only (tracing needs input metadata);
+// with them it captures and reports the graph, the guards and any break; a
+// saved capture (.pb, .pbtxt, .json) is reported as it was written.
 #pragma once
 
 #include <string>
+#include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace dynamo::tools {
 
 struct InspectOptions {
-  std::string script;    // path of the Python script to import
-  std::string function;  // dotted target inside it: f, Model.forward, model.forward
+  std::string script;    // a Python script, or a saved capture
+  std::string function;  // dotted target inside the script
+  std::vector<std::string> inputs;  // input specs, as dynamo-export takes them
+  std::string example_inputs;       // or a function of the script returning examples
   bool as_main = false;  // import the script as __main__
   bool nested = true;    // also list nested code objects
+  bool json = false;     // the capture as JSON instead of text
 };
 
-// Builds the whole report into `out`; on failure `out` is left untouched, so
-// nothing half-written reaches the user.
-[[nodiscard]] absl::Status RunInspect(const InspectOptions& options, std::string& out);
+struct InspectReport {
+  std::string text;
+  int breaks = 0;  // graph breaks in the capture (for --max-breaks)
+};
+
+// On failure nothing of the report is returned, so nothing half-written
+// reaches the user.
+[[nodiscard]] absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options);
+
+// True for paths dynamo-inspect reads as a saved capture.
+bool IsCaptureFile(const std::string& path);
 
 }  // namespace dynamo::tools

@@ -1,7 +1,10 @@
-// dynamo-inspect: print what libdynamo sees in a Python function.
+// dynamo-inspect: what libdynamo reads from a Python function, and what it
+// captured: bytecode, graphs, guards and graph breaks.
 //
-//   dynamo-inspect examples/add.py --fn forward
-#include <cstdio>
+//   dynamo-inspect model.py --fn model.forward                       # bytecode
+//   dynamo-inspect model.py --fn model.forward --input x=f32[1,16]   # full report
+//   dynamo-inspect model.pb [--json]                                 # a saved capture
+//   dynamo-inspect model.py --fn f --input f32[3] --max-breaks 0     # CI gate
 #include <exception>
 #include <iostream>
 
@@ -12,28 +15,43 @@
 int main(int argc, char** argv) {
   dynamo::tools::InspectOptions options;
   bool traceback = false;
-  CLI::App app{"Show the bytecode libdynamo reads from a Python function."};
-  app.add_option("script", options.script, "Python script to import")->required();
+  int max_breaks = -1;
+  CLI::App app{"Show what libdynamo reads and captures from a Python function."};
+  app.add_option("script", options.script, "Python script to import, or a saved capture (.pb)")
+      ->required();
   app.add_option("--fn", options.function,
-                 "function to inspect: name, Class.method or object.method")->required();
+                 "function to inspect: name, Class.method or object.method");
+  app.add_option("--input,-i", options.inputs, "an input spec, as dynamo-export takes it");
+  app.add_option("--example-inputs", options.example_inputs,
+                 "a function in the script returning example inputs");
   app.add_flag("--as-main", options.as_main, "import the script as __main__");
   app.add_flag("!--no-nested", options.nested, "leave out nested code objects");
+  app.add_flag("--json", options.json, "print the capture as JSON");
+  app.add_option("--max-breaks", max_breaks, "exit non-zero when the capture has more breaks");
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (!dynamo::tools::IsCaptureFile(options.script) && options.function.empty()) {
+    std::cerr << "dynamo-inspect: error: --fn is required for a script\n";
+    return 2;
+  }
   try {
-    std::string report;
-    absl::Status status = dynamo::tools::RunInspect(options, report);
-    if (!status.ok()) {
-      std::cerr << "dynamo-inspect: error: " << status.message() << "\n";
-      if (auto tb = dynamo::python::PythonTraceback(status); traceback && tb) std::cerr << *tb;
+    absl::StatusOr<dynamo::tools::InspectReport> report = dynamo::tools::RunInspect(options);
+    if (!report.ok()) {
+      std::cerr << "dynamo-inspect: error: " << report.status().message() << "\n";
+      if (auto tb = dynamo::python::PythonTraceback(report.status()); traceback && tb) std::cerr << *tb;
       return 1;
     }
-    std::cout << report;
+    std::cout << report->text;
     std::cout.flush();
+    if (max_breaks >= 0 && report->breaks > max_breaks) {
+      std::cerr << "dynamo-inspect: error: " << report->breaks << " graph break"
+                << (report->breaks == 1 ? "" : "s") << ", more than --max-breaks " << max_breaks << "\n";
+      return 1;
+    }
     return std::cout.good() ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "dynamo-inspect: internal error: " << e.what() << "\n";

@@ -1,0 +1,213 @@
+#include "lib/capture/report.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace dynamo::capture {
+namespace {
+
+std::string DTypeText(ir::DType d) {
+  std::string name = ir::DType_Name(d);  // DTYPE_FLOAT32
+  name = name.substr(6);
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  return name;
+}
+
+std::string DimsText(const google::protobuf::RepeatedPtrField<ir::Dim>& dims) {
+  std::vector<std::string> parts;
+  for (const ir::Dim& d : dims) parts.push_back(d.has_symbol() ? d.symbol() : absl::StrCat(d.size()));
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string DeviceText(const ir::Device& d) {
+  return d.index() >= 0 && d.type() != "cpu" ? absl::StrCat(d.type(), ":", d.index())
+                                             : (d.type().empty() ? "cpu" : d.type());
+}
+
+std::string TensorText(const ir::TensorMeta& m) {
+  std::string out = absl::StrCat(DTypeText(m.dtype()), "[", DimsText(m.sizes()), "]");
+  if (m.device().type() != "cpu" && !m.device().type().empty()) absl::StrAppend(&out, "@", DeviceText(m.device()));
+  if (m.requires_grad()) absl::StrAppend(&out, " grad");
+  return out;
+}
+
+std::string ArgText(const ir::Argument& a) {
+  switch (a.value_case()) {
+    case ir::Argument::kNode: return a.node();
+    case ir::Argument::kIntValue: return absl::StrCat(a.int_value());
+    case ir::Argument::kFloatValue: return absl::StrFormat("%g", a.float_value());
+    case ir::Argument::kBoolValue: return a.bool_value() ? "True" : "False";
+    case ir::Argument::kStringValue: return absl::StrCat("'", a.string_value(), "'");
+    case ir::Argument::kNone: return "None";
+    case ir::Argument::kList: {
+      std::vector<std::string> items;
+      for (const ir::Argument& item : a.list().items()) items.push_back(ArgText(item));
+      if (a.list().is_tuple()) {
+        return absl::StrCat("(", absl::StrJoin(items, ", "), items.size() == 1 ? ",)" : ")");
+      }
+      return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+    }
+    case ir::Argument::kDtype: return absl::StrCat("torch.", DTypeText(a.dtype()));
+    case ir::Argument::kDevice: return absl::StrCat("device('", DeviceText(a.device()), "')");
+    case ir::Argument::kSlice: {
+      const ir::Slice& s = a.slice();
+      auto part = [](bool has, int64_t v) { return has ? absl::StrCat(v) : std::string("None"); };
+      return absl::StrCat("slice(", part(s.has_start(), s.start()), ", ", part(s.has_stop(), s.stop()),
+                          ", ", part(s.has_step(), s.step()), ")");
+    }
+    case ir::Argument::kEllipsis: return "...";
+    case ir::Argument::kMemoryFormat: return ir::MemoryFormat_Name(a.memory_format());
+    case ir::Argument::kLayout: return absl::StrCat("torch.", a.layout());
+    case ir::Argument::VALUE_NOT_SET: return "?";
+  }
+  return "?";
+}
+
+std::string MetaText(const ir::ValueMeta& m) {
+  switch (m.kind_case()) {
+    case ir::ValueMeta::kTensor: return TensorText(m.tensor());
+    case ir::ValueMeta::kTuple: {
+      std::vector<std::string> items;
+      for (const ir::ValueMeta& item : m.tuple().items()) items.push_back(MetaText(item));
+      return absl::StrCat("(", absl::StrJoin(items, ", "), ")");
+    }
+    case ir::ValueMeta::kConstant: return ArgText(m.constant());
+    case ir::ValueMeta::KIND_NOT_SET: return "";
+  }
+  return "";
+}
+
+std::string KindText(ir::Node::Kind k) {
+  std::string name = ir::Node::Kind_Name(k);
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  return name;
+}
+
+// Columns padded to their widest cell, as print_tabular does.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::string line;
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      line += rows[r][i];
+      if (i + 1 < rows[r].size()) line += std::string(widths[i] - rows[r][i].size() + 2, ' ');
+    }
+    out += line + "\n";
+    if (r == 0) {
+      std::string rule;
+      for (size_t i = 0; i < widths.size(); ++i) {
+        rule += std::string(widths[i], '-') + (i + 1 < widths.size() ? "  " : "");
+      }
+      out += rule + "\n";
+    }
+  }
+  return out;
+}
+
+std::string GuardValue(const ir::Guard& g) {
+  if (g.has_tensor()) {
+    return absl::StrCat(TensorText(g.tensor()), " strides [", DimsText(g.tensor().strides()), "] ",
+                        DeviceText(g.tensor().device()));
+  }
+  return g.has_value() ? ArgText(g.value()) : "";
+}
+
+std::string Listing(const ir::Capture& c) {
+  std::string out;
+  for (const ir::BytecodeInstruction& in : c.original_bytecode().instructions()) {
+    std::string line = in.line() > 0 ? absl::StrFormat("%4d", in.line()) : "    ";
+    absl::StrAppend(&out, line, absl::StrFormat(" %6d %-20s", in.offset(), in.opname()));
+    if (in.arg() != 0 || !in.argrepr().empty()) absl::StrAppend(&out, absl::StrFormat(" %5d", in.arg()));
+    if (!in.argrepr().empty()) absl::StrAppend(&out, " (", in.argrepr(), ")");
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatReport(const ir::Capture& c, const std::string& original_listing) {
+  std::string out = absl::StrCat("CAPTURE ", c.function_name(), " (", c.source_file(), ":",
+                                 c.first_line(), ") — Python ", c.python_version(), ", torch ",
+                                 c.torch_version(), ", ", c.graphs_size(), " graph",
+                                 c.graphs_size() == 1 ? "" : "s", ", ", c.graph_breaks_size(),
+                                 " graph break", c.graph_breaks_size() == 1 ? "" : "s", "\n\n");
+  absl::StrAppend(&out, "ORIGINAL BYTECODE\n\n",
+                  original_listing.empty() ? Listing(c) : original_listing, "\n");
+  if (c.inputs_size() > 0) {
+    out += "INPUTS\n";
+    for (const ir::InputSpec& in : c.inputs()) {
+      absl::StrAppend(&out, "  ", in.name(), ": ",
+                      in.has_tensor() ? TensorText(in.tensor()) : ArgText(in.constant()), "\n");
+    }
+    out += "\n";
+  }
+  for (const ir::Graph& g : c.graphs()) {
+    std::vector<std::vector<std::string>> rows = {{"opcode", "name", "target", "args", "kwargs", "meta"}};
+    for (const ir::Node& n : g.nodes()) {
+      std::vector<std::string> args, kwargs;
+      for (const ir::Argument& a : n.args()) args.push_back(ArgText(a));
+      for (const ir::KeywordArgument& k : n.kwargs()) kwargs.push_back(absl::StrCat(k.name(), ": ", ArgText(k.value())));
+      rows.push_back({KindText(n.kind()), n.name(), n.target(),
+                      absl::StrCat("(", absl::StrJoin(args, ", "), args.size() == 1 ? ",)" : ")"),
+                      absl::StrCat("{", absl::StrJoin(kwargs, ", "), "}"), MetaText(n.meta())});
+    }
+    absl::StrAppend(&out, "GRAPH ", g.name(), " (", g.nodes_size(), " nodes)\n\n", Table(rows), "\n");
+  }
+  absl::StrAppend(&out, "GUARDS (", c.guards_size(), ")\n\n");
+  std::vector<std::vector<std::string>> guard_rows = {{"kind", "source", "expected"}};
+  for (const ir::Guard& g : c.guards()) {
+    guard_rows.push_back({ir::Guard::Kind_Name(g.kind()), g.source(), GuardValue(g)});
+  }
+  if (c.guards_size() > 0) out += Table(guard_rows);
+  absl::StrAppend(&out, "\nGRAPH BREAKS (", c.graph_breaks_size(), ")\n");
+  int i = 0;
+  for (const ir::GraphBreak& b : c.graph_breaks()) {
+    absl::StrAppend(&out, "\n  ", ++i, ". ", b.location().file(), ":", b.location().line(), "  ",
+                    ir::GraphBreak::Reason_Name(b.reason()), " at ", b.opcode(), " (offset ",
+                    b.offset(), ")\n");
+    if (!b.location().text().empty()) absl::StrAppend(&out, "     ", b.location().text(), "\n");
+    absl::StrAppend(&out, "     ", b.message(), "\n");
+    if (!b.hint().empty()) absl::StrAppend(&out, "     hint: ", b.hint(), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<ir::Capture> ReadCapture(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string data = buffer.str();
+  ir::Capture c;
+  bool ok;
+  if (absl::EndsWith(path, ".pbtxt")) {
+    ok = google::protobuf::TextFormat::ParseFromString(data, &c);
+  } else if (absl::EndsWith(path, ".json")) {
+    ok = google::protobuf::util::JsonStringToMessage(data, &c).ok();
+  } else {
+    ok = c.ParseFromString(data);
+  }
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a libdynamo capture"));
+  if (c.ir_version() == ir::IR_VERSION_UNSPECIFIED || c.ir_version() > ir::IR_VERSION_CURRENT) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' has IR version ", c.ir_version(),
+                                                   "; this build reads up to ",
+                                                   static_cast<int>(ir::IR_VERSION_CURRENT)));
+  }
+  return c;
+}
+
+}  // namespace dynamo::capture
