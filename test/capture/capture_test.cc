@@ -37,6 +37,30 @@ std::string WritePb(const ir::Capture& c, const std::string& name) {
   return path;
 }
 
+// Options for capturing `target` of `script`; `inputs` is a Python list of
+// --input specs, a str naming an --example-inputs function, or one spec str
+// when `single_spec`.
+CaptureOptions OptionsFor(const std::string& script, const std::string& target,
+                          const Object& inputs, Weights weights = Weights::kEmbed,
+                          bool single_spec = false) {
+  CaptureOptions options;
+  options.script = script;
+  options.function = target;
+  options.weights = weights;
+  if (PyUnicode_Check(inputs.get())) {
+    std::string text = *python::AsString(inputs);
+    if (single_spec) {
+      options.inputs = {text};
+    } else {
+      options.example_inputs = text;
+    }
+  } else {
+    std::vector<Object> specs = *python::AsVector(inputs);
+    for (const Object& spec : specs) options.inputs.push_back(*python::AsString(spec));
+  }
+  return options;
+}
+
 // Runs the loaded capture against eager; returns the node count checked.
 long RunAgainstEager(const std::string& pb, const Object& fn, const Object& make) {
   Object checker = testing::ImportTestModule("capture_check");
@@ -62,17 +86,7 @@ TEST_CASE("every corpus function exports as one graph that runs like eager", "[c
     std::vector<Object> fields = *python::AsVector(c);
     std::string target = *python::AsString(fields[0]);
     INFO("case " << index << ": " << target);
-    CaptureOptions options;
-    options.script = script;
-    options.function = target;
-    options.weights = Weights::kEmbed;
-    if (PyUnicode_Check(fields[1].get())) {
-      options.example_inputs = *python::AsString(fields[1]);
-    } else {
-      std::vector<Object> specs = *python::AsVector(fields[1]);
-      for (const Object& spec : specs) options.inputs.push_back(*python::AsString(spec));
-    }
-    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    absl::StatusOr<Captured> captured = CaptureFunction(OptionsFor(script, target, fields[1]));
     if (!captured.ok()) {
       FAIL_CHECK(captured.status().message());
       ++index;
@@ -102,12 +116,7 @@ TEST_CASE("guards pass for matching calls and fail on the expected guard", "[cap
     std::vector<Object> f = *python::AsVector(s);
     std::string target = *python::AsString(f[0]);
     INFO(target);
-    CaptureOptions options;
-    options.script = script;
-    options.function = target;
-    std::vector<Object> specs = *python::AsVector(f[1]);
-    for (const Object& spec : specs) options.inputs.push_back(*python::AsString(spec));
-    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    absl::StatusOr<Captured> captured = CaptureFunction(OptionsFor(script, target, f[1], Weights::kNone));
     DYNAMO_REQUIRE_OK(captured);
     absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
     DYNAMO_REQUIRE_OK(fn);
@@ -132,13 +141,7 @@ TEST_CASE("resnet18, mobilenet_v2 and a transformer block export as one graph ea
     std::vector<Object> f = *python::AsVector(m);
     std::string target = *python::AsString(f[0]);
     INFO(target);
-    CaptureOptions options;
-    options.script = script;
-    options.function = target;
-    std::vector<Object> specs = *python::AsVector(f[1]);
-    for (const Object& spec : specs) options.inputs.push_back(*python::AsString(spec));
-    options.weights = Weights::kEmbed;
-    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    absl::StatusOr<Captured> captured = CaptureFunction(OptionsFor(script, target, f[1]));
     if (!captured.ok()) {
       FAIL_CHECK(captured.status().message());
       continue;
@@ -165,12 +168,8 @@ TEST_CASE("torchvision classifiers: one graph equal to eager, or a located break
     std::vector<Object> f = *python::AsVector(e);
     std::string target = *python::AsString(f[0]);
     INFO(target);
-    CaptureOptions options;
-    options.script = script;
-    options.function = target;
-    options.inputs = {*python::AsString(f[1])};
-    options.weights = Weights::kEmbed;
-    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    absl::StatusOr<Captured> captured =
+        CaptureFunction(OptionsFor(script, target, f[1], Weights::kEmbed, /*single_spec=*/true));
     if (!captured.ok()) {
       std::string message(captured.status().message());
       INFO(message);
@@ -223,12 +222,7 @@ TEST_CASE("the seed corpus: one graph, or a located graph break where one is nee
     std::vector<Object> f = *python::AsVector(e);
     std::string target = *python::AsString(f[0]);
     INFO(target << " with " << *python::AsString(f[1]));
-    CaptureOptions options;
-    options.script = script;
-    options.function = target;
-    options.example_inputs = *python::AsString(f[1]);
-    options.weights = Weights::kEmbed;
-    absl::StatusOr<Captured> captured = CaptureFunction(options);
+    absl::StatusOr<Captured> captured = CaptureFunction(OptionsFor(script, target, f[1]));
     bool must = PySequence_Contains(must_break.get(), f[2].get()) == 1;
     bool may = PySequence_Contains(may_break.get(), f[2].get()) == 1;
     if (!captured.ok()) {
