@@ -80,7 +80,13 @@ TEST_CASE("every corpus function exports as one graph that runs like eager", "[c
   DYNAMO_REQUIRE_OK(module);
   std::vector<Object> cases = *python::AsVector(*python::GetAttr(*module, "CASES"));
   REQUIRE(cases.size() >= 60);
+  // What torch._dynamo 2.11 captured for each case, recorded on a device
+  // machine: the same operations must be in our graph.
+  Object checker = testing::ImportTestModule("capture_check");
+  std::vector<Object> reference = *python::AsVector(*python::CallMethod(checker, "reference_cases"));
+  REQUIRE(reference.size() == cases.size());
   long nodes_checked = 0;
+  int same_as_reference = 0;
   int index = 0;
   for (const Object& c : cases) {
     std::vector<Object> fields = *python::AsVector(c);
@@ -94,13 +100,22 @@ TEST_CASE("every corpus function exports as one graph that runs like eager", "[c
     }
     CHECK(captured->capture.graphs_size() == 1);
     CHECK(captured->capture.graph_breaks_size() == 0);
-    std::string pb = WritePb(captured->capture, absl::StrCat("case_", index++));
+    std::string pb = WritePb(captured->capture, absl::StrCat("case_", index));
     absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
     DYNAMO_REQUIRE_OK(fn);
     nodes_checked += RunAgainstEager(pb, fn->callable, fields[2]);
+    absl::StatusOr<Object> vs_reference = python::CallMethod(
+        checker, "compare_with_reference",
+        {python::FromString(pb), reference[static_cast<size_t>(index)], fields[0]});
+    DYNAMO_REQUIRE_OK(vs_reference);
+    std::vector<Object> differences = *python::AsVector(*vs_reference);
+    for (const Object& d : differences) FAIL_CHECK("vs torch._dynamo: " << python::Repr(d));
+    same_as_reference += differences.empty();
+    ++index;
   }
   std::cout << "capture corpus: " << cases.size() << " cases exported, loaded and run like "
-            << "eager; " << nodes_checked << " node results checked against their metadata\n";
+            << "eager; " << nodes_checked << " node results checked against their metadata; "
+            << same_as_reference << " with the same operations as torch._dynamo 2.11\n";
   // Every case computes at least one tensor: the metadata check never ran empty.
   CHECK(nodes_checked >= static_cast<long>(cases.size()));
 }

@@ -111,3 +111,24 @@ def check_guard_scenarios(pb_path, fn, scenarios):
             detail = failure[1] if failure else "all guards hold"
             problems.append(f"{what}: expected the guard on {expected} to fail, got {got} ({detail})")
     return problems
+
+
+def reference_cases():
+    """torch._dynamo's record of the corpus (test/reference/dynamo_2.11.json),
+    made on a machine with torch 2.11 by test/reference/dynamo_reference.py."""
+    import json
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "reference", "dynamo_2.11.json")) as f:
+        return json.load(f)["cases"]
+
+
+def compare_with_reference(pb_path, case, target):
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+    from compare_reference import compare_case
+    if case["target"] != target:
+        return [f"the reference records {case['target']!r} here, the corpus has {target!r}: "
+                "regenerate it with test/reference/dynamo_reference.py on a machine with torch >= 2"]
+    return compare_case(pb_path, case)
