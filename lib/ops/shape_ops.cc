@@ -752,6 +752,27 @@ absl::StatusOr<Value> Addmm(const Args& args) {
   return Value(std::move(out));
 }
 
+// baddbmm(input, batch1, batch2, *, beta, alpha): bmm plus a bias broadcast
+// to it (nn.MultiheadAttention's masked attention scores in torch 1.13).
+absl::StatusOr<Value> Baddbmm(const Args& args, absl::string_view self) {
+  const TensorMeta& bias = args.Tensor(self);
+  const TensorMeta& a = args.Tensor("batch1");
+  const TensorMeta& b = args.Tensor("batch2");
+  absl::StatusOr<Value> bmm = Bmm(a, b);
+  if (!bmm.ok()) return bmm;
+  const std::vector<int64_t>& sizes = bmm->as_tensor().sizes;
+  absl::StatusOr<std::vector<int64_t>> bs = BroadcastShapes(sizes, bias.sizes);
+  if (!bs.ok() || *bs != sizes) {
+    return absl::InvalidArgumentError(absl::StrCat("The expanded size of the input ",
+                                                   Dims(bias.sizes), " does not match the result ",
+                                                   Dims(sizes)));
+  }
+  // Unlike addmm, the CPU kernel casts the bias: the result has the batches' dtype.
+  TensorMeta out = bmm->as_tensor();
+  out.requires_grad = out.requires_grad || bias.requires_grad;
+  return Value(std::move(out));
+}
+
 void AddBoth(Registry& r, absl::string_view name, absl::string_view fn_sig,
              absl::string_view method_sig, uint32_t tags,
              const std::function<InferFn(absl::string_view)>& make) {
@@ -824,6 +845,11 @@ void RegisterShapeOps(Registry& r) {
           });
   r.Add("torch.addmm", {"Tensor input, Tensor mat1, Tensor mat2, *, Number beta=1, Number alpha=1"},
         0, Addmm);
+  AddBoth(r, "baddbmm", "Tensor input, Tensor batch1, Tensor batch2, *, Number beta=1, Number alpha=1",
+          "Tensor self, Tensor batch1, Tensor batch2, *, Number beta=1, Number alpha=1", 0,
+          [](absl::string_view self) {
+            return [self = std::string(self)](const Args& a) { return Baddbmm(a, self); };
+          });
   r.Add("Tensor.expand_as", {"Tensor self, Tensor other"}, kView,
         [](const Args& a) { return Expand(a.Tensor("self"), a.Tensor("other").sizes); });
   AddBoth(r, "narrow", "Tensor input, int dim, int start, int length",

@@ -252,12 +252,21 @@ absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
       return !v->items.empty();
     case VarKind::kRange:
       return (v->step > 0 && v->start < v->stop) || (v->step < 0 && v->start > v->stop);
+    case VarKind::kNNModule: {
+      // Module containers (ModuleList, Sequential, ModuleDict) are false
+      // when empty: nn's own __len__ decides, and the length is guarded.
+      if (!PyObject_HasAttrString(v->object.get(), "__len__")) return true;
+      Py_ssize_t n = PyObject_Length(v->object.get());
+      if (n < 0) return python::FetchError("len of a module");
+      guards_.LengthMatch(v->source, n);
+      return n > 0;
+    }
     case VarKind::kOpaque:
       return Break(ir::GraphBreak::OTHER,
                    absl::StrCat("truth value of ", Describe(*v), " is not traced"),
                    "compare with None or a constant explicitly");
     default:
-      return true;  // modules, functions, classes, dtypes, devices
+      return true;  // functions, classes, modules of code, dtypes, devices
   }
 }
 

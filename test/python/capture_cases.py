@@ -448,6 +448,22 @@ class ParamMath(nn.Module):
         return x @ self.w.t() + self.b, self.w.shape
 
 
+class OptionalBlocks(nn.Module):
+    """Truthiness of module containers: an empty ModuleList is false."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(3, 3) for _ in range(n)])
+
+    def forward(self, x):
+        if self.blocks:
+            for b in self.blocks:
+                x = b(x)
+        else:
+            x = x * -1
+        return x
+
+
 class DictIn(nn.Module):
     def __init__(self):
         super().__init__()
@@ -470,6 +486,8 @@ embed = Embed().eval()
 flag_eval = TrainingFlag().eval()
 params = ParamMath()
 dict_in = DictIn().eval()
+no_blocks = OptionalBlocks(0).eval()
+two_blocks = OptionalBlocks(2).eval()
 
 I = lambda *s: r(*s, dtype=torch.int64)  # noqa: E731
 
@@ -538,6 +556,8 @@ CASES = [
     ("dict_in.forward", ["{x:f32[2,3],y:f32[3]}"], lambda: ({"x": r(2, 3), "y": r(3)},)),
     ("helper", ["f32[3]", "b=float:3.0", "c=float:0.5"], lambda: Call(r(3), b=3.0, c=0.5)),
     ("varargs", ["f32[2]", "f32[2]", "scale=float:3.0"], lambda: Call(r(2), r(2), scale=3.0)),
+    ("no_blocks.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("two_blocks.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
 ]
 
 

@@ -36,9 +36,7 @@ transformer = TransformerBlock().eval()
 MODELS = [
     ("resnet18.forward", ["f32[2,3,64,64]"], lambda: (torch.randn(2, 3, 64, 64),)),
     ("mobilenet_v2.forward", ["f32[2,3,64,64]"], lambda: (torch.randn(2, 3, 64, 64),)),
-    # PENDING: transformer.forward joins once the op registry has torch.baddbmm
-    # (nn.MultiheadAttention's path in torch 1.13); until then it is a located
-    # UNKNOWN_OP break, never a guessed graph.
+    ("transformer.forward", ["i64[2,16]"], lambda: (torch.randint(0, 100, (2, 16)),)),
 ]
 
 

@@ -1275,6 +1275,20 @@ def _addmm(name):
     yield (T(3), T(2, 4), T(4, 3)), {"beta": 0.5, "alpha": 2}
 
 
+@gen("torch.baddbmm", "Tensor.baddbmm")
+def _baddbmm(name):
+    for d in NN_DTYPES:
+        yield (T(2, 3, 5, dtype=d), T(2, 3, 4, dtype=d), T(2, 4, 5, dtype=d)), {}
+    for bias in [T(3, 5), T(1, 1, 5), T(2, 1, 1), T(), T(5), T(2, 3, 5, dtype=torch.float64),
+                 T(3, 3, 5), T(4)]:
+        yield (bias, T(2, 3, 4), T(2, 4, 5)), {}
+    yield (T(2, 3, 5), T(2, 3, 4), T(3, 4, 5)), {}
+    yield (T(2, 3, 5), T(2, 3, 4), T(2, 5, 5)), {}
+    yield (T(2, 3, 5), T(3, 4), T(4, 5)), {}
+    yield (T(0, 3, 5), T(0, 3, 4), T(0, 4, 5)), {}
+    yield (T(2, 3, 5), T(2, 3, 4), T(2, 4, 5)), {"beta": 0.5, "alpha": 2}
+
+
 @gen(NN + "pad")
 def _pad(name):
     for x in list(layouts(2, 3)) + [T(2, 3, 4, 5, layout="channels_last"), T(3), T()]:
