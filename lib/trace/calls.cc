@@ -82,6 +82,19 @@ bool IsImmutableConstant(PyObject* o) {
          PyCode_Check(o);
 }
 
+bool SetOfConstants(PyObject* set) {
+  Object it = Object::Steal(PyObject_GetIter(set));
+  if (!it) {
+    PyErr_Clear();
+    return false;
+  }
+  while (Object item = Object::Steal(PyIter_Next(it.get()))) {
+    if (!IsImmutableConstant(item.get()) && !PyTuple_Check(item.get())) return false;
+  }
+  PyErr_Clear();
+  return true;
+}
+
 // A dotted attribute path for a get_attr node: under the traced method's
 // module, nn.Module's own path ("layers.0.weight"); elsewhere a name built
 // from the source.
@@ -113,6 +126,10 @@ std::string AttributeTarget(const Source& source) {
 
 absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
   PyObject* o = obj.get();
+  if ((PyFrozenSet_Check(o) || PySet_Check(o)) && SetOfConstants(o)) {
+    guards_.EqualsMatch(source, obj);
+    return Var::Constant(obj, source);
+  }
   if (IsImmutableConstant(o)) {
     if (!PyCode_Check(o)) guards_.EqualsMatch(source, obj);
     return Var::Constant(obj, source);
@@ -895,6 +912,19 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     // sorted: constants only
     args = {Var::List(*first)};
   }
+  if (name == "set" || name == "frozenset") {
+    if (absl::Status s = arity(0, 1); !s.ok()) return s;
+    Object set = Object::Steal(PySet_New(nullptr));
+    if (!args.empty()) {
+      absl::StatusOr<std::vector<VarPtr>> items = Materialize(args[0]);
+      if (!items.ok()) return items.status();
+      for (const VarPtr& item : *items) {
+        if (absl::Status s = AddToSet(set, item); !s.ok()) return s;
+      }
+    }
+    if (name == "frozenset") set = Object::Steal(PyFrozenSet_New(set.get()));
+    return constant(set);
+  }
   if (name == "next") {
     if (absl::Status s = arity(1, 2); !s.ok()) return s;
     const VarPtr& it = args[0];
@@ -1047,6 +1077,47 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
     }
     return constant(python::None());
   }
+  const bool is_set = self->is_constant() &&
+                      (PySet_Check(self->object.get()) || PyFrozenSet_Check(self->object.get()));
+  if (is_set) {
+    static const char* const kReadOnly[] = {"union", "intersection", "difference",
+                                            "symmetric_difference", "issubset", "issuperset",
+                                            "isdisjoint", "copy", "__contains__", "__len__"};
+    bool read_only = false;
+    for (const char* m : kReadOnly) read_only |= name == m;
+    if (!read_only && (self->source || !PySet_Check(self->object.get()))) {
+      return Break(ir::GraphBreak::SIDE_EFFECT,
+                   absl::StrCat(name, "() on a set that outlives the call"),
+                   "mutating sets that outlive the call is a side effect; copy it first");
+    }
+  }
+  if (is_set && (name == "add" || name == "discard" || name == "update")) {
+    std::vector<VarPtr> items = args;
+    if (name == "update" && args.size() == 1) {
+      absl::StatusOr<std::vector<VarPtr>> all = Materialize(args[0]);
+      if (!all.ok()) return all.status();
+      items = *all;
+    }
+    for (const VarPtr& item : items) {
+      if (name == "discard") {
+        absl::StatusOr<Object> value = ToPython(item);
+        if (!value.ok() || PySet_Discard(self->object.get(), value->get()) < 0) {
+          PyErr_Clear();
+          return Break(ir::GraphBreak::OTHER, "set.discard of a non-constant", "");
+        }
+      } else if (absl::Status s = AddToSet(self->object, item); !s.ok()) {
+        return s;
+      }
+    }
+    return constant(python::None());
+  }
+  if (is_set) {
+    // Other set methods on a set the trace owns (or read-only ones): run them.
+    Object bound = Attr(self->object.get(), name.c_str());
+    if (!bound) return Break(ir::GraphBreak::OTHER, absl::StrCat("sets have no method ", name), "");
+    absl::StatusOr<VarPtr> r = CallReal(Var::OfKind(VarKind::kOpaque, bound), args, kwargs);
+    return r;
+  }
   if (self->kind == VarKind::kList || self->kind == VarKind::kDict || self->kind == VarKind::kTuple) {
     static const char* const kMutating[] = {"append", "extend", "insert", "pop", "clear", "reverse",
                                             "remove", "update", "setdefault", "popitem", "sort"};
@@ -1188,6 +1259,11 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
     case VarKind::kIterator:
     case VarKind::kCell:
       break;
+    case VarKind::kConstant:
+      if (PySet_Check(obj->object.get()) || PyFrozenSet_Check(obj->object.get())) {
+        return Var::Method(obj, name);  // CallMethod knows which set methods mutate
+      }
+      [[fallthrough]];
     default: {
       if (!obj->object) break;
       Object value = Object::Steal(PyObject_GetAttrString(obj->object.get(), name.c_str()));

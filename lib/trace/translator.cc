@@ -152,7 +152,8 @@ Translator::Translator(const ops::Registry& registry)
                            "int", "float", "bool", "abs", "min", "max", "sum", "getattr",
                            "hasattr", "super", "reversed", "iter", "next", "dict", "str",
                            "any", "all", "print", "callable", "sorted", "type", "divmod",
-                           "round", "issubclass", "id", "repr", "hash", "map", "filter"}) {
+                           "round", "issubclass", "id", "repr", "hash", "map", "filter", "set",
+                           "frozenset"}) {
     PyObject* b = PyDict_GetItemString(builtins.get(), name);  // borrowed; builtins live forever
     if (b != nullptr) builtins_[b] = name;
   }
@@ -659,6 +660,36 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
         keys.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(keys_var->object.get(), i))));
       }
       push(Var::Dict(std::move(keys), std::move(values)));
+      return absl::OkStatus();
+    }
+    case op::kBuildSet: {
+      // A set of constants is a real Python set the trace owns: it iterates
+      // in Python's own (hash) order, which a tracker could not reproduce.
+      ASSIGN_OR_RETURN(items, PopN(f, static_cast<size_t>(in.arg)));
+      python::Object set = python::Object::Steal(PySet_New(nullptr));
+      for (const VarPtr& item : items) {
+        absl::Status added = AddToSet(set, item);
+        if (!added.ok()) return added;
+      }
+      push(Var::Constant(set));
+      return absl::OkStatus();
+    }
+    case op::kSetAdd:
+    case op::kSetUpdate: {
+      POP_OR_RETURN(v);
+      VarPtr& target = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
+      if (!target->is_constant() || !PySet_Check(target->object.get()) || target->source) {
+        return absl::InternalError("SET_ADD/SET_UPDATE without a set made by the trace");
+      }
+      std::vector<VarPtr> items = {v};
+      if (opcode == op::kSetUpdate) {
+        ASSIGN_OR_RETURN(all, Materialize(v));
+        items = all;
+      }
+      for (const VarPtr& item : items) {
+        absl::Status added = AddToSet(target->object, item);
+        if (!added.ok()) return added;
+      }
       return absl::OkStatus();
     }
     case op::kListAppend: {
@@ -1217,6 +1248,16 @@ absl::StatusOr<VarPtr> Translator::GetIter(const VarPtr& v) {
   absl::StatusOr<std::vector<VarPtr>> items = Materialize(v);
   if (!items.ok()) return items.status();
   return Var::Iterator(*std::move(items));
+}
+
+absl::Status Translator::AddToSet(const python::Object& set, const VarPtr& item) {
+  absl::StatusOr<python::Object> value = ToPython(item);
+  if (!value.ok()) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("a set holding ", Describe(*item)),
+                 "sets are traced when they hold Python constants; use a list for tensors");
+  }
+  if (PySet_Add(set.get(), value->get()) != 0) return python::FetchError("set add");
+  return absl::OkStatus();
 }
 
 absl::Status Translator::SetGradMode(bool enabled) {

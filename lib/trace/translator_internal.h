@@ -88,6 +88,8 @@ class Translator {
   absl::StatusOr<ir::Argument> ToArgument(const VarPtr& v);
   absl::StatusOr<VarPtr> NewVarFromResult(const std::string& node, const ops::Value& value);
   absl::Status SetGradMode(bool enabled);
+  // Adds a constant to a set the trace made (a tensor or object is a break).
+  absl::Status AddToSet(const python::Object& set, const VarPtr& item);
 
   // A graph break at the current instruction of the innermost frame.
   absl::Status Break(ir::GraphBreak::Reason reason, std::string message, std::string hint);

@@ -310,6 +310,21 @@ def lambdas_comprehensions(xs):
     return [f(t) for t in sq], d[1], tuple(t + 1 for t in xs[:1]) if False else sq[0]
 
 
+ALLOWED_MODES = {"sum", "mean"}
+
+
+def sets(x, mode):
+    seen = {1, 2, 3}
+    seen.add(4)
+    evens = {n for n in range(6) if n % 2 == 0}
+    total = x
+    for n in sorted(seen | evens):
+        total = total + n
+    if mode in ALLOWED_MODES and 4 in seen and len(evens) == 3:
+        total = total.sum() if mode == "sum" else total.mean()
+    return total, frozenset({1}).issubset(seen)
+
+
 def star_args(x, y):
     args = (x, y)
     kwargs = {"dim": 0}
@@ -558,6 +573,7 @@ CASES = [
     ("varargs", ["f32[2]", "f32[2]", "scale=float:3.0"], lambda: Call(r(2), r(2), scale=3.0)),
     ("no_blocks.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("two_blocks.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("sets", ["f32[3]", "str:sum"], lambda: (r(3), "sum")),
 ]
 
 
