@@ -120,6 +120,7 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
     bool mask;
   };
   std::vector<Advanced> advanced;
+  bool indices_contiguous = true;  // every tensor index is contiguous (see the layout below)
   size_t d = 0;      // current dim of the result
   int64_t orig = 0;  // current dim of the input (for messages)
   for (const Value& it : items) {
@@ -184,6 +185,7 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
         orig += idx.dim();
       } else if (idx.dtype == DType::kInt64) {
         // Values are not known: out-of-range ones fail at run time only.
+        indices_contiguous = indices_contiguous && idx.has_strides() && IsContiguous(idx);
         advanced.push_back({d, idx.sizes, 1, false});
         ++d;
         ++orig;
@@ -240,7 +242,10 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
   insert_at -= removed_before;
   rest.insert(rest.begin() + static_cast<ptrdiff_t>(insert_at), shape.begin(), shape.end());
   out.meta = NewTensor(t.dtype, std::move(rest), t.device, t.requires_grad);
-  out.meta.strides.clear();  // the layout of index()'s result is not tracked
+  // index() allocates its result like TensorIterator: contiguous when the
+  // tensor and every index tensor are (embedding-style lookups); other layouts
+  // (channels-last inputs, transposed indices) are not modelled, so unknown.
+  if (!(t.has_strides() && IsContiguous(t) && indices_contiguous)) out.meta.strides.clear();
   out.meta.data_dependent = dynamic;
   out.advanced = true;
   return out;

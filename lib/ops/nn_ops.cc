@@ -609,6 +609,10 @@ void RegisterNnOps(Registry& r) {
         ActivationFn({"silu", kBoolSet | kIntegralSet | kHalf}));
   r.Add(f + "leaky_relu", {"Tensor input, float negative_slope=0.01, bool inplace=False"},
         kPointwise, ActivationFn({"leaky_relu", kBoolSet | kIntegralSet | kHalf}));
+  r.Add(f + "hardswish", {"Tensor input, bool inplace=False"}, kPointwise,
+        ActivationFn({"hardswish", kBoolSet | kIntegralSet | kHalf}));
+  r.Add(f + "hardsigmoid", {"Tensor input, bool inplace=False"}, kPointwise,
+        ActivationFn({"hardsigmoid", kBoolSet | kIntegralSet | kHalf}));
   r.Add(f + "pad", {"Tensor input, int[] pad, str mode=\"constant\", float? value=None"}, 0, Pad);
   r.Alias(f + "sigmoid", "torch.sigmoid");
   r.Alias(f + "tanh", "torch.tanh");

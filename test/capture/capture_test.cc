@@ -200,7 +200,8 @@ TEST_CASE("torchvision classifiers: one graph equal to eager, or a located break
   }
   std::cout << "torchvision sweep: " << graphs << " of " << entries.size()
             << " captured as one graph equal to eager; refused with a located break:\n" << refused;
-  CHECK(graphs >= 9);
+  // Every one of them today: a new refusal is a regression to look at.
+  CHECK(graphs == static_cast<int>(entries.size()));
 }
 
 TEST_CASE("the same capture twice is byte-identical", "[capture]") {

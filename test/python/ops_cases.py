@@ -817,7 +817,8 @@ def _dropout(name):
         yield (T(2, 3, layout="transposed"), 0.5), {"inplace": True}
 
 
-@gen(*[NN + n for n in ["relu", "relu6", "hardtanh", "gelu", "silu", "leaky_relu", "sigmoid", "tanh"]], "torch.relu_")
+@gen(*[NN + n for n in ["relu", "relu6", "hardtanh", "gelu", "silu", "leaky_relu", "sigmoid", "tanh",
+                         "hardswish", "hardsigmoid"]], "torch.relu_")
 def _activation(name):
     for d in NN_DTYPES + [torch.int32]:
         for x in [T(2, 3, dtype=d), T(dtype=d), T(0, 3, dtype=d), T(3, 2, dtype=d, layout="transposed")]:
@@ -825,7 +826,7 @@ def _activation(name):
     for lay in ("permuted", "strided", "channels_last"):
         yield (T(2, 3, 4, 5, layout=lay),), {}
     base = name.rsplit(".", 1)[1]
-    if base in ("relu", "relu6", "hardtanh", "silu", "leaky_relu"):
+    if base in ("relu", "relu6", "hardtanh", "silu", "leaky_relu", "hardswish", "hardsigmoid"):
         yield (T(2, 3, layout="strided"),), {"inplace": True}
     if base == "hardtanh":
         yield (T(2, 3), 0.0, 6.0), {}
