@@ -227,12 +227,6 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
   return absl::OkStatus();
 }
 
-size_t Sum(const DecodedCode& d, size_t (*own)(const DecodedCode&)) {
-  size_t n = own(d);
-  for (const DecodedCode& inner : d.nested) n += Sum(inner, own);
-  return n;
-}
-
 }  // namespace
 
 python::Object DecodedCode::Constant(int index) const {
@@ -243,14 +237,6 @@ const Instruction* DecodedCode::At(int offset) const {
   auto it = std::lower_bound(instructions.begin(), instructions.end(), offset,
                              [](const Instruction& in, int off) { return in.offset < off; });
   return it != instructions.end() && it->offset == offset ? &*it : nullptr;
-}
-
-size_t DecodedCode::TotalInstructions() const {
-  return Sum(*this, [](const DecodedCode& d) { return d.instructions.size(); });
-}
-
-size_t DecodedCode::TotalCodeObjects() const {
-  return Sum(*this, [](const DecodedCode&) { return size_t{1}; });
 }
 
 absl::StatusOr<DecodedCode> Decode(const python::Object& code, const DecodeOptions& options) {

@@ -53,9 +53,6 @@ struct DecodedCode {
   [[nodiscard]] python::Object Constant(int index) const;
   // The instruction starting at byte `offset` (prefixes included), or null.
   [[nodiscard]] const Instruction* At(int offset) const;
-  // Total number of instructions here and in all nested code objects.
-  [[nodiscard]] size_t TotalInstructions() const;
-  [[nodiscard]] size_t TotalCodeObjects() const;
 };
 
 [[nodiscard]] absl::StatusOr<DecodedCode> Decode(const python::Object& code,

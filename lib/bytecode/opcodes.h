@@ -53,9 +53,6 @@ struct BinaryOpInfo {
   const char* name = Opcode(op).name;
   return name ? absl::string_view(name) : absl::string_view("<unknown>");
 }
-// The opcode with this name, or -1.
-[[nodiscard]] int OpcodeByName(absl::string_view name);
-
 // CPython's own stack effect for (opcode, oparg); `jump` selects the branch
 // taken (for jumps) or not taken. Returns an error value (INT_MIN) for an
 // opcode the interpreter does not know.

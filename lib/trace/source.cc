@@ -53,22 +53,4 @@ std::string Source::ToString() const {
   return "?";
 }
 
-bool Source::FromLocal() const {
-  const Source* s = this;
-  while (s->base_) s = s->base_.get();
-  return s->kind_ == Kind::kLocal;
-}
-
-bool Source::FromModule() const {
-  const Source* s = this;
-  while (s->base_) s = s->base_.get();
-  return s->kind_ == Kind::kModule;
-}
-
-bool Source::FromGlobal() const {
-  const Source* s = this;
-  while (s->base_) s = s->base_.get();
-  return s->kind_ == Kind::kGlobal;
-}
-
 }  // namespace dynamo::trace

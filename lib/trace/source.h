@@ -42,11 +42,6 @@ class Source {
 
   // Dynamo's notation: L['x'], G['torch'].sin, L['self'].layers[0].weight.
   std::string ToString() const;
-  // The first component: true when the path starts at a local / global /
-  // an imported module.
-  bool FromLocal() const;
-  bool FromGlobal() const;
-  bool FromModule() const;
 
  private:
   Source(Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index)
