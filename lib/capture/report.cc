@@ -55,6 +55,13 @@ std::string ArgText(const ir::Argument& a) {
       }
       return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
     }
+    case ir::Argument::kDict: {
+      std::vector<std::string> items;
+      for (int i = 0; i < a.dict().keys_size(); ++i) {
+        items.push_back(absl::StrCat("'", a.dict().keys(i), "': ", ArgText(a.dict().values(i))));
+      }
+      return absl::StrCat("{", absl::StrJoin(items, ", "), "}");
+    }
     case ir::Argument::kDtype: return absl::StrCat("torch.", DTypeText(a.dtype()));
     case ir::Argument::kDevice: return absl::StrCat("device('", DeviceText(a.device()), "')");
     case ir::Argument::kSlice: {

@@ -32,6 +32,17 @@ absl::Status CheckArgument(const ir::Argument& arg, const NameSet& defined,
       }
       return absl::OkStatus();
     }
+    case ir::Argument::kDict: {
+      if (arg.dict().keys_size() != arg.dict().values_size()) {
+        return Invalid(where, "dict argument has a different number of keys and values");
+      }
+      for (int i = 0; i < arg.dict().values_size(); ++i) {
+        absl::Status s = CheckArgument(arg.dict().values(i), defined,
+                                       absl::StrCat(where, "['", arg.dict().keys(i), "']"));
+        if (!s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
     case ir::Argument::kDtype:
       if (!ir::DType_IsValid(arg.dtype()) || arg.dtype() == ir::DTYPE_UNSPECIFIED) {
         return Invalid(where, absl::StrCat("unknown dtype ", arg.dtype()));

@@ -343,6 +343,20 @@ absl::StatusOr<Object> Translator::ToPython(const VarPtr& v) {
 
 absl::StatusOr<ir::Argument> Translator::ToArgument(const VarPtr& v) {
   if (v->is_tensor()) return Ref(v->node);
+  if (v->kind == VarKind::kDict) {
+    ir::Argument a;
+    for (size_t i = 0; i < v->keys.size(); ++i) {
+      absl::StatusOr<std::string> key = v->keys[i]->is_constant() ? python::AsString(v->keys[i]->object)
+                                                                  : absl::InvalidArgumentError("");
+      if (!key.ok()) return absl::InvalidArgumentError("only dicts with str keys are graph values");
+      absl::StatusOr<ir::Argument> value = ToArgument(v->items[i]);
+      if (!value.ok()) return value.status();
+      a.mutable_dict()->add_keys(*key);
+      *a.mutable_dict()->add_values() = *std::move(value);
+    }
+    if (v->keys.empty()) a.mutable_dict();  // an empty dict is still a dict
+    return a;
+  }
   if (v->is_sequence()) {
     ir::Argument a;
     a.mutable_list()->set_is_tuple(v->kind == VarKind::kTuple);

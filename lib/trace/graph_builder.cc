@@ -27,6 +27,9 @@ void CollectRefs(const ir::Argument& arg, absl::flat_hash_set<std::string>& out)
   if (arg.has_list()) {
     for (const ir::Argument& item : arg.list().items()) CollectRefs(item, out);
   }
+  if (arg.has_dict()) {
+    for (const ir::Argument& value : arg.dict().values()) CollectRefs(value, out);
+  }
 }
 
 }  // namespace

@@ -167,6 +167,8 @@ def _argument(arg, env):
     if which == "list":
         items = [_argument(a, env) for a in arg.list.items]
         return tuple(items) if arg.list.is_tuple else items
+    if which == "dict":
+        return {k: _argument(v, env) for k, v in zip(arg.dict.keys, arg.dict.values)}
     if which == "dtype":
         return dtype_of(arg.dtype)
     if which == "device":

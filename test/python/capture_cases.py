@@ -325,6 +325,12 @@ def sets(x, mode):
     return total, frozenset({1}).issubset(seen)
 
 
+def returns_dict(x):
+    out = {"logits": x * 2, "probs": torch.softmax(x, -1)}
+    out["aux"] = [x.sum(), None]
+    return out
+
+
 def star_args(x, y):
     args = (x, y)
     kwargs = {"dim": 0}
@@ -574,6 +580,7 @@ CASES = [
     ("no_blocks.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("two_blocks.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("sets", ["f32[3]", "str:sum"], lambda: (r(3), "sum")),
+    ("returns_dict", ["f32[2,3]"], lambda: (r(2, 3),)),
 ]
 
 

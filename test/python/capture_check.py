@@ -33,6 +33,12 @@ def _compare(eager, graph, path, problems):
                 problems.append(f"{path}: values differ by {(eager - graph).abs().max().item()}")
         elif not torch.equal(eager, graph):
             problems.append(f"{path}: values differ")
+    elif isinstance(eager, dict):
+        if not isinstance(graph, dict) or list(graph) != list(eager):
+            problems.append(f"{path}: eager dict {list(eager)}, graph {graph!r}")
+            return
+        for k in eager:
+            _compare(eager[k], graph[k], f"{path}[{k!r}]", problems)
     elif isinstance(eager, (list, tuple)):
         if not isinstance(graph, (list, tuple)) or len(graph) != len(eager):
             problems.append(f"{path}: eager {type(eager).__name__} of {len(eager)}, graph {graph!r}")
