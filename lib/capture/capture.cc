@@ -37,17 +37,6 @@ absl::Status EnsureRuntime() {
   return status;
 }
 
-// Built once; a registration error is a libdynamo bug, reported every call.
-absl::StatusOr<const ops::Registry*> Registry() {
-  static const absl::StatusOr<const ops::Registry*> registry =
-      []() -> absl::StatusOr<const ops::Registry*> {
-    auto* r = new ops::Registry;
-    if (absl::Status s = ops::RegisterAllOps(*r); !s.ok()) return s;
-    return r;
-  }();
-  return registry;
-}
-
 // Example inputs from a real value: tensors become metadata.
 absl::StatusOr<trace::TraceInput> FromExample(const Object& value) {
   absl::StatusOr<Object> torch = python::Import("torch");
@@ -190,10 +179,12 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
   request.function = target->function;
   request.self = target->self;
 
-  absl::StatusOr<const ops::Registry*> registry = Registry();
-  if (!registry.ok()) return registry.status();
+  const ops::Registry& registry = ops::DefaultRegistry();
+  if (!registry.status().ok()) {  // a libdynamo bug, reported on every call
+    return absl::InternalError(absl::StrCat("the op registry failed to build: ", registry.status().message()));
+  }
   trace::BreakInfo why;
-  absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, **registry, &why);
+  absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, registry, &why);
   if (!traced.ok()) {
     absl::Status status = traced.status();
     if (status.code() == absl::StatusCode::kUnimplemented && !why.message.empty()) {

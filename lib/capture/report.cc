@@ -10,15 +10,14 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "lib/ops/proto_conversion.h"
 
 namespace dynamo::capture {
 namespace {
 
 std::string DTypeText(ir::DType d) {
-  std::string name = ir::DType_Name(d);  // DTYPE_FLOAT32
-  name = name.substr(6);
-  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-  return name;
+  absl::StatusOr<ops::DType> dtype = ops::FromProto(d);
+  return dtype.ok() ? std::string(ops::DTypeName(*dtype)) : ir::DType_Name(d);
 }
 
 std::string DimsText(const google::protobuf::RepeatedPtrField<ir::Dim>& dims) {

@@ -35,21 +35,29 @@ absl::Status ImportFailure(absl::string_view path, const absl::Status& status) {
   return out;
 }
 
-// A module name for the script that does not replace an unrelated module the
-// interpreter already has (a script called torch.py must not evict torch).
-std::string ModuleNameFor(const fs::path& file, bool as_main) {
-  if (as_main) return "__main__";
+// The module names a script may get, in the order they are handed out: the
+// file's stem, then stem__dynamo_script, stem__dynamo_script2, ... (a script
+// called torch.py must not evict torch). The list ends one past the first
+// name sys.modules does not hold.
+std::vector<std::string> CandidateNames(const fs::path& file, bool as_main) {
+  if (as_main) return {"__main__"};
   std::string stem = file.stem().string();
   for (char& c : stem) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
   }
   if (stem.empty() || std::isdigit(static_cast<unsigned char>(stem[0]))) stem = "_" + stem;
   PyObject* modules = PyImport_GetModuleDict();  // borrowed
-  std::string name = stem;
-  for (int i = 1; PyDict_GetItemString(modules, name.c_str()) != nullptr; ++i) {
-    name = absl::StrCat(stem, "__dynamo_script", i == 1 ? "" : absl::StrCat(i));
+  std::vector<std::string> names = {stem};
+  for (int i = 1; PyDict_GetItemString(modules, names.back().c_str()) != nullptr; ++i) {
+    names.push_back(absl::StrCat(stem, "__dynamo_script", i == 1 ? "" : absl::StrCat(i)));
   }
-  return name;
+  return names;
+}
+
+// A module name for the script that does not replace a module the
+// interpreter already has: the first free candidate.
+std::string ModuleNameFor(const fs::path& file, bool as_main) {
+  return CandidateNames(file, as_main).back();
 }
 
 }  // namespace
@@ -67,24 +75,21 @@ absl::StatusOr<Object> ImportScript(absl::string_view path, const ImportOptions&
   std::string dir = absolute.parent_path().string();
 
   // Imported before from the same file: that module, as `import` would give.
-  // Its objects keep their identity across captures in one process.
+  // Its objects keep their identity across captures in one process. Only the
+  // names ModuleNameFor would have given this file are looked at (a capture
+  // must not scan all of sys.modules).
   if (!options.reload) {
-    PyObject* modules = PyImport_GetModuleDict();
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(modules, &pos, &key, &value)) {
-      if (!PyModule_Check(value)) continue;
-      Object file_attr = Object::Steal(PyObject_GetAttrString(value, "__file__"));
+    PyObject* modules = PyImport_GetModuleDict();  // borrowed
+    for (const std::string& candidate : CandidateNames(absolute, options.as_main)) {
+      PyObject* existing = PyDict_GetItemString(modules, candidate.c_str());  // borrowed
+      if (existing == nullptr) break;  // names are handed out in order: no later one exists
+      Object file_attr = Object::Steal(PyObject_GetAttrString(existing, "__file__"));
       if (!file_attr) {
         PyErr_Clear();
         continue;
       }
       absl::StatusOr<std::string> path_str = AsString(file_attr);
-      absl::StatusOr<std::string> key_str = AsString(Object::Borrow(key));
-      if (path_str.ok() && key_str.ok() && *path_str == absolute.string() &&
-          (*key_str == "__main__") == options.as_main) {
-        return Object::Borrow(value);
-      }
+      if (path_str.ok() && *path_str == absolute.string()) return Object::Borrow(existing);
     }
   }
   std::string name = ModuleNameFor(absolute, options.as_main);

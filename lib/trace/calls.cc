@@ -156,6 +156,9 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
       if (!item.ok()) return item.status();
       items.push_back(*item);
     }
+    // Type and length: the trace's isinstance() answers and unrolled loops
+    // depend on both.
+    guards_.TypeMatch(source, obj);
     guards_.LengthMatch(source, static_cast<int64_t>(items.size()));
     VarPtr v = PyList_Check(o) ? Var::List(std::move(items), source) : Var::Tuple(std::move(items), source);
     v->is_size = is_size;
@@ -179,6 +182,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
       keys.push_back(Var::Constant(Object::Borrow(key)));
       values.push_back(*v);
     }
+    guards_.TypeMatch(source, obj);
     guards_.LengthMatch(source, static_cast<int64_t>(keys.size()));
     VarPtr v = Var::Dict(std::move(keys), std::move(values), source);
     v->object = obj;
@@ -1396,6 +1400,10 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
       if (!v.ok()) return v.status();
       items.push_back(*v);
     }
+    // Inputs described by specs have no object; the kind says which type.
+    guards_.TypeMatch(source, in.kind == TraceInput::Kind::kDict   ? Object::Steal(PyDict_New())
+                              : in.kind == TraceInput::Kind::kList ? python::MakeList({})
+                                                                   : python::MakeTuple({}));
     guards_.LengthMatch(source, static_cast<int64_t>(items.size()));
     if (in.kind == TraceInput::Kind::kDict) {
       std::vector<VarPtr> keys;

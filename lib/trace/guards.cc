@@ -76,14 +76,8 @@ void GuardSet::IdMatch(const SourcePtr& source, const python::Object& value) {
 void GuardSet::TypeMatch(const SourcePtr& source, const python::Object& value) {
   if (!source) return;
   if (ir::Guard* g = Add(ir::Guard::TYPE_MATCH, source->ToString())) {
-    PyTypeObject* type = Py_TYPE(value.get());
-    python::Object module = python::Object::Steal(PyObject_GetAttrString(
-        reinterpret_cast<PyObject*>(type), "__module__"));
-    PyErr_Clear();
-    absl::StatusOr<std::string> m = module ? python::AsString(module) : absl::NotFoundError("");
-    g->mutable_value()->set_string_value(m.ok() && *m != "builtins"
-                                             ? absl::StrCat(*m, ".", type->tp_name)
-                                             : std::string(type->tp_name));
+    python::Object type = python::Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(value.get())));
+    g->mutable_value()->set_string_value(IdentityName(type));  // "mymodel.Config", "builtins.int"
     g->set_reason("type read during the trace");
   }
 }

@@ -32,7 +32,7 @@ class GuardSet {
   // recorded expectation is a stable name (IdentityName), since addresses
   // mean nothing outside this process; the live cache compares identity.
   void IdMatch(const SourcePtr& source, const python::Object& value);
-  // type(value) is the type of `value`.
+  // type(value) is the type of `value` (recorded as IdentityName of the type).
   void TypeMatch(const SourcePtr& source, const python::Object& value);
   // len(value) == length (containers that were iterated or measured).
   void LengthMatch(const SourcePtr& source, int64_t length);

@@ -102,13 +102,17 @@ def frame_locals_for(fn, arguments):
     return frame
 
 
+def frame_for_call(fn, args=(), kwargs=None):
+    """The locals fn's frame starts with for fn(*args, **kwargs)."""
+    bound = inspect.signature(fn).bind(*args, **(kwargs or {}))
+    bound.apply_defaults()
+    return frame_locals_for(fn, bound.arguments)
+
+
 def check_guards(capture, fn, args=(), kwargs=None):
     """The first failing guard for calling fn(*args, **kwargs), or None."""
-    kwargs = kwargs or {}
     target = fn.__func__ if inspect.ismethod(fn) else fn
-    bound = inspect.signature(fn).bind(*args, **kwargs)
-    bound.apply_defaults()
-    frame_locals = frame_locals_for(fn, bound.arguments)
+    frame_locals = frame_for_call(fn, args, kwargs)
     frame_globals = target.__globals__
     for guard in capture.guards:
         if guard.kind == ir.Guard.GLOBAL_STATE:
@@ -137,9 +141,8 @@ def check_guards(capture, fn, args=(), kwargs=None):
             if len(value) != guard.value.int_value:
                 problem = f"expected length {guard.value.int_value}, got {len(value)}"
         elif guard.kind == ir.Guard.TYPE_MATCH:
-            name = type(value).__name__
-            if not guard.value.string_value.endswith(name):
-                problem = f"expected type {guard.value.string_value}, got {type(value).__qualname__}"
+            if identity_name(type(value)) != guard.value.string_value:
+                problem = f"expected type {guard.value.string_value}, got {identity_name(type(value))}"
         elif guard.kind == ir.Guard.ID_MATCH:
             # Offline, identity is checked by name; the live cache compares objects.
             if identity_name(value) != guard.value.string_value:

@@ -628,6 +628,14 @@ GUARD_SCENARIOS = [
         ("a longer list", lambda: ([r(2), r(2), r(2), r(2)],), "L['xs']"),
         ("an element's dtype", lambda: ([r(2), r(2, dtype=torch.float64), r(2)],), "L['xs'][1]"),
     ]),
+    ("isinstance_checks", ["f32[2]", "[int:1]"], [
+        ("matching inputs", lambda: (r(2), [1]), None),
+        ("a tuple where the trace saw a list", lambda: (r(2), (1,)), "L['maybe']"),
+    ]),
+    ("loop_zip_enumerate", ["(f32[2],f32[2])", "[f32[2],f32[2]]"], [
+        ("matching inputs", lambda: ((r(2), r(2)), [r(2), r(2)]), None),
+        ("a list where the spec said tuple", lambda: ([r(2), r(2)], [r(2), r(2)]), "L['xs']"),
+    ]),
     ("none_arg", ["f32[3]", "None"], [
         ("matching inputs", lambda: (r(3), None), None),
         ("a tensor instead of None", lambda: (r(3), r(3)), "L['bias']"),

@@ -10,15 +10,8 @@ run_case(pb_path, fn, make_inputs) -> list of problems:
 import torch
 import torch.fx
 
-from dynamo.guards import check_guards, frame_locals_for, resolve_source
+from dynamo.guards import check_guards, frame_for_call, resolve_source
 from dynamo.loader import load
-
-
-def _frame(fn, args, kwargs):
-    import inspect
-    bound = inspect.signature(fn).bind(*args, **kwargs)
-    bound.apply_defaults()
-    return frame_locals_for(fn, bound.arguments)
 
 
 def _compare(eager, graph, path, problems):
@@ -85,7 +78,7 @@ def run_case(pb_path, fn, make_inputs):
     if failure is not None:
         problems.append(f"example inputs fail a guard: {failure[1]}")
         return problems, 0
-    frame = _frame(fn, args, kwargs)
+    frame = frame_for_call(fn, args, kwargs)
     placeholders = [resolve_source(spec.name, frame, {})
                     for spec in capture.inputs if spec.WhichOneof("value") == "tensor"]
     torch.manual_seed(0)

@@ -69,16 +69,20 @@ absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
   capture_options.inputs = options.inputs;
   capture_options.example_inputs = options.example_inputs;
   absl::StatusOr<capture::Captured> captured = capture::CaptureFunction(capture_options);
+  std::optional<ir::GraphBreak> graph_break;
+  if (!captured.ok()) {
+    graph_break = capture::GraphBreakOf(captured.status());
+    if (!graph_break) return captured.status();
+  }
+  // One decode serves the listing and, after a break, the capture's header.
+  bytecode::DecodedCode decoded;
+  absl::StatusOr<std::string> listing = Listing(options, &decoded);
+  if (!listing.ok()) return listing.status();
   ir::Capture c;
   if (captured.ok()) {
     c = std::move(captured->capture);
   } else {
-    std::optional<ir::GraphBreak> graph_break = capture::GraphBreakOf(captured.status());
-    if (!graph_break) return captured.status();
     // The capture stopped at a break: report what is known, and the break.
-    bytecode::DecodedCode decoded;
-    absl::StatusOr<std::string> listing = Listing(options, &decoded);
-    if (!listing.ok()) return listing.status();
     c.set_ir_version(ir::IR_VERSION_CURRENT);
     c.set_python_version(absl::StrCat(PY_MAJOR_VERSION, ".", PY_MINOR_VERSION, ".", PY_MICRO_VERSION));
     c.set_source_file(decoded.filename);
@@ -93,8 +97,6 @@ absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
     report.text = *json;
     return report;
   }
-  absl::StatusOr<std::string> listing = Listing(options, nullptr);
-  if (!listing.ok()) return listing.status();
   report.text = capture::FormatReport(c, *listing);
   return report;
 }
