@@ -262,6 +262,15 @@ InferFn Sort(absl::string_view self) {
   };
 }
 
+// argsort(input, dim=-1, descending=False): sort's indices.
+InferFn ArgSort(absl::string_view self) {
+  return [sort = Sort(self)](const Args& args) -> absl::StatusOr<Value> {
+    absl::StatusOr<Value> both = sort(args);
+    if (!both.ok()) return both.status();
+    return both->items()[1];
+  };
+}
+
 // topk(input, k, dim=-1, largest=True, sorted=True): dim shrinks to k.
 InferFn TopK(absl::string_view self) {
   return [self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
@@ -359,6 +368,12 @@ void RegisterReductionOps(Registry& r) {
           {"Tensor self, int dim=-1, bool descending=False",
            "Tensor self, *, bool? stable, int dim=-1, bool descending=False"},
           0, Sort);
+  AddBoth(r, "argsort",
+          {"Tensor input, int dim=-1, bool descending=False",
+           "Tensor input, *, bool stable, int dim=-1, bool descending=False"},
+          {"Tensor self, int dim=-1, bool descending=False",
+           "Tensor self, *, bool stable, int dim=-1, bool descending=False"},
+          0, ArgSort);
   AddBoth(r, "topk", {"Tensor input, int k, int dim=-1, bool largest=True, bool sorted=True"},
           {"Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True"}, 0, TopK);
   AddBoth(r, "cumsum", {"Tensor input, int dim, *, dtype? dtype=None"},

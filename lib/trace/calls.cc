@@ -53,6 +53,19 @@ bool IsInstanceOf(PyObject* obj, const char* torch_class) {
   return r == 1;
 }
 
+bool IsParameter(PyObject* obj) {
+  static PyObject* const parameter = [] {  // leaked: lives as long as torch
+    absl::StatusOr<Object> nn = python::Import("torch.nn");
+    absl::StatusOr<Object> p = nn.ok() ? python::GetAttr(*nn, "Parameter") : nn.status();
+    if (!p.ok()) PyErr_Clear();
+    return p.ok() ? p->release() : nullptr;
+  }();
+  if (parameter == nullptr) return false;
+  int r = PyObject_IsInstance(obj, parameter);
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
 // Real tensors (parameters, buffers, global tensors): their metadata.
 absl::StatusOr<ops::TensorMeta> MetaOf(PyObject* tensor) {
   ops::TensorMeta meta;
@@ -163,6 +176,11 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     VarPtr v = PyList_Check(o) ? Var::List(std::move(items), source) : Var::Tuple(std::move(items), source);
     v->is_size = is_size;
     v->object = obj;
+    if (PyList_Check(o) && source) {
+      // The guards above are for this path; the tracker is the object's one.
+      auto [it, inserted] = containers_.try_emplace(o, v);
+      return it->second;
+    }
     return v;
   }
   if (PyDict_Check(o)) {
@@ -186,6 +204,10 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     guards_.LengthMatch(source, static_cast<int64_t>(keys.size()));
     VarPtr v = Var::Dict(std::move(keys), std::move(values), source);
     v->object = obj;
+    if (source) {
+      auto [it, inserted] = containers_.try_emplace(o, v);
+      return it->second;
+    }
     return v;
   }
   if (IsInstanceOf(o, "Tensor")) return WrapTensor(obj, source);
@@ -254,6 +276,17 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
   if (!source) {
     return Break(ir::GraphBreak::OTHER, "a tensor object made outside the trace with no known path",
                  "pass the tensor as an argument or keep it as a module attribute");
+  }
+  if (allow_breaks_ && !IsParameter(tensor.get())) {
+    // Live: a tensor read from a global, a buffer or a container can be
+    // replaced or updated between calls, so it is a graph input read from
+    // its source on every call (a get_attr would freeze this call's tensor).
+    std::string name = AttributeTarget(*source);
+    std::string node = graph_.AddPlaceholder(name.substr(name[0] == '_' ? 1 : 0), *meta);
+    guards_.TensorMatch(source, *meta);
+    placeholder_sources_.push_back(source);
+    attribute_nodes_[tensor.get()] = node;
+    return Var::Tensor(node, *meta, source);
   }
   std::string target = AttributeTarget(*source);
   std::string node = graph_.AddGetAttr(target, *meta);
@@ -474,7 +507,10 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
     return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(target, " has no entry in the op registry"),
                  "the translator never guesses an op's output; this op needs a registry entry");
   }
-  if ((entry->tags() & ops::kInplace) && !args.empty() && args[0]->is_tensor() && args[0]->source) {
+  // With breaks allowed the rewritten code runs the graph on the real inputs,
+  // so an in-place update of an input happens there, in program order.
+  if ((entry->tags() & ops::kInplace) && !args.empty() && args[0]->is_tensor() && args[0]->source &&
+      !allow_breaks_) {
     return Break(ir::GraphBreak::SIDE_EFFECT,
                  absl::StrCat(target, " mutates ", args[0]->source->ToString(), " in place"),
                  "in-place updates of inputs and parameters are side effects a single graph "
@@ -574,6 +610,13 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
     }
     if (PyObject* closure = PyFunction_GetClosure(f)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(closure); ++i) {
+        // A cell the traced function itself holds (a nested def of the
+        // function whose resume this is): the same tracker, so a write is a
+        // replayable STORE_DEREF of the traced function's free variable.
+        if (auto it = top_cells_.find(PyTuple_GET_ITEM(closure, i)); it != top_cells_.end()) {
+          callee->closure.push_back(it->second);
+          continue;
+        }
         PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, i));
         SourcePtr cell_source =
             src ? Source::Attr(Source::Item(Source::Attr(src, "__closure__"), i), "cell_contents")
@@ -1141,7 +1184,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
                                             "remove", "update", "setdefault", "popitem", "sort"};
     bool mutating = false;
     for (const char* m : kMutating) mutating |= name == m;
-    if (mutating && self->source) {
+    if (mutating && self->source && allow_breaks_ && self->kind != VarKind::kTuple) {
+      MarkMutated(self);
+    } else if (mutating && self->source) {
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat(name, "() mutates ", self->source->ToString()),
                    "mutating containers that outlive the call is a side effect; copy it first");
@@ -1261,6 +1306,11 @@ absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string
 }
 
 absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string& name) {
+  if (obj->object && !attr_overlay_.empty()) {
+    if (auto it = attr_overlay_.find(std::make_pair(obj->object.get(), name)); it != attr_overlay_.end()) {
+      return it->second;
+    }
+  }
   switch (obj->kind) {
     case VarKind::kTensor:
       return TensorAttr(obj, name);
@@ -1316,6 +1366,8 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
     return absl::InvalidArgumentError("Trace needs a Python function");
   }
   PyObject* fn = request.function.get();
+  allow_breaks_ = request.allow_breaks;
+  stop_at_ = request.stop_at;
   top_globals_ = Object::Borrow(PyFunction_GetGlobals(fn));
   Object grad = TorchAttr("is_grad_enabled");
   absl::StatusOr<Object> enabled = grad ? python::Call(grad) : absl::UnknownError("torch");
@@ -1327,6 +1379,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (absl::Status s = PrepareFrame(frame, Object::Borrow(PyFunction_GetCode(fn)), top_globals_); !s.ok()) {
     return done(s);
   }
+  top_code_ = frame.code;
   const std::vector<std::string>& names = frame.code->localsplus;
   auto* co = reinterpret_cast<PyCodeObject*>(frame.code->code.get());
   const size_t argcount = static_cast<size_t>(co->co_argcount);
@@ -1353,6 +1406,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
       VarPtr cell = Var::Cell(value);
       cell->source = Source::Local(free_name);
       function->closure.push_back(cell);
+      top_cells_[PyTuple_GET_ITEM(closure, static_cast<Py_ssize_t>(i))] = cell;
     }
   }
 
@@ -1372,6 +1426,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
       std::string placeholder = AttributeTarget(*source);
       std::string node = graph_.AddPlaceholder(placeholder.substr(placeholder[0] == '_' ? 1 : 0), meta);
       guards_.TensorMatch(source, meta);
+      placeholder_sources_.push_back(source);
       ir::InputSpec spec;
       spec.set_name(label);
       *spec.mutable_tensor() = ops::ToProto(meta);
@@ -1486,9 +1541,23 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (!bound.ok()) return done(bound);
 
   absl::StatusOr<VarPtr> result = RunFrame(frame);
-  if (!result.ok()) return done(result.status());
+  if (!result.ok()) {
+    if (stop_) return Stopped(*std::move(stop_));
+    return done(result.status());
+  }
   frames_.push_back(&frame);
   absl::StatusOr<ir::Argument> output = ToArgument(*result);
+  if (allow_breaks_) {
+    // The rewritten code returns the value itself, after replaying effects:
+    // one shape of result for every trace with breaks allowed.
+    frames_.pop_back();
+    StopState st;
+    st.kind = StopState::Kind::kReturn;
+    st.index = frame.ip;
+    st.stack = {*result};
+    st.locals = frame.locals;
+    return Stopped(std::move(st));
+  }
   if (!output.ok()) {
     absl::Status s = Break(ir::GraphBreak::OTHER,
                            absl::StrCat("the function returns ", Describe(**result)),
@@ -1508,7 +1577,109 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   out.guards = guards_.guards();
   out.attributes = std::move(attributes_);
   out.inputs = std::move(specs);
+  out.placeholder_sources = std::move(placeholder_sources_);
+  out.code = top_code_;
+  out.globals = top_globals_;
   return out;
+}
+
+absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
+  absl::flat_hash_set<std::string> inputs;
+  for (const ir::Node& n : graph_.graph().nodes()) {
+    if (n.kind() == ir::Node::PLACEHOLDER || n.kind() == ir::Node::GET_ATTR) inputs.insert(n.name());
+  }
+  // Every tensor the frame still reaches that the graph computed leaves the
+  // graph; inputs and parameters are rebuilt from their sources instead.
+  std::vector<std::string> outputs;
+  absl::flat_hash_set<std::string> seen;
+  absl::flat_hash_set<const Var*> visited;
+  std::function<void(const VarPtr&)> visit = [&](const VarPtr& v) {
+    if (!v || !visited.insert(v.get()).second) return;
+    if (v->is_tensor()) {
+      if (!inputs.contains(v->node) && seen.insert(v->node).second) outputs.push_back(v->node);
+      return;
+    }
+    for (const VarPtr& i : v->items) visit(i);
+    for (const VarPtr& k : v->keys) visit(k);
+    for (const VarPtr& c : v->closure) visit(c);
+    visit(v->self);
+    visit(v->value);
+    visit(v->defaults);
+    visit(v->kwdefaults);
+  };
+  for (const VarPtr& v : st.stack) visit(v);
+  for (const VarPtr& v : st.locals) visit(v);
+  visit(st.kw_names);
+  for (const SideEffect& e : side_effects_) {
+    visit(e.target);
+    visit(e.value);
+  }
+  ir::Argument out;
+  out.mutable_list()->set_is_tuple(true);
+  for (const std::string& node : outputs) *out.mutable_list()->add_items() = Ref(node);
+  graph_.SetOutputs({out});
+  graph_.EliminateDeadCode([this](const ir::Node& n) {
+    if (n.target() == "torch._C._set_grad_enabled") return true;
+    const ops::OpEntry* e = registry_.Find(n.target());
+    return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
+  });
+  bool has_calls = false;
+  for (const ir::Node& n : graph_.graph().nodes()) {
+    has_calls |= n.kind() == ir::Node::CALL_FUNCTION || n.kind() == ir::Node::CALL_METHOD ||
+                 n.kind() == ir::Node::CALL_MODULE;
+  }
+  st.progress = has_calls || !side_effects_.empty();
+
+  TraceResult result;
+  result.graph = std::move(graph_).Finish();
+  result.guards = guards_.guards();
+  result.attributes = std::move(attributes_);
+  result.placeholder_sources = std::move(placeholder_sources_);
+  // The graph's inputs by where they come from (L['x']), in placeholder order.
+  size_t placeholder = 0;
+  for (const ir::Node& n : result.graph.nodes()) {
+    if (n.kind() != ir::Node::PLACEHOLDER) continue;
+    ir::InputSpec spec;
+    const SourcePtr& source = placeholder < result.placeholder_sources.size()
+                                  ? result.placeholder_sources[placeholder] : nullptr;
+    ++placeholder;
+    spec.set_name(source ? source->ToString() : n.name());
+    *spec.mutable_tensor() = n.meta().tensor();
+    result.inputs.push_back(std::move(spec));
+  }
+  result.stop = std::move(st);
+  result.side_effects = std::move(side_effects_);
+  result.output_nodes = std::move(outputs);
+  result.code = top_code_;
+  result.globals = top_globals_;
+  return result;
+}
+
+void Translator::MarkMutated(const VarPtr& container) {
+  if (!mutated_.insert(container.get()).second) return;
+  SideEffect e;
+  e.kind = container->kind == VarKind::kDict ? SideEffect::Kind::kDictContents
+                                             : SideEffect::Kind::kListContents;
+  e.target = container;
+  side_effects_.push_back(std::move(e));
+}
+
+absl::Status Translator::StoreAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
+  const bool settable = obj->object && (obj->kind == VarKind::kNNModule || obj->kind == VarKind::kOpaque);
+  if (!settable || value->kind == VarKind::kNNModule ||
+      (value->is_tensor() && !value->source && !obj->source)) {
+    return Break(ir::GraphBreak::SIDE_EFFECT,
+                 absl::StrCat("setting attribute '", name, "' on ", Describe(*obj)),
+                 "only plain attributes of modules and objects the function can reach are replayed");
+  }
+  attr_overlay_[std::make_pair(obj->object.get(), name)] = value;
+  SideEffect e;
+  e.kind = SideEffect::Kind::kStoreAttr;
+  e.target = obj;
+  e.name = name;
+  e.value = value;
+  side_effects_.push_back(std::move(e));
+  return absl::OkStatus();
 }
 
 }  // namespace dynamo::trace

@@ -96,10 +96,100 @@ std::string FormatBreak(const BreakInfo& b) {
   return out;
 }
 
+namespace {
+
+bool IsBackwardJump(int opcode) {
+  return opcode == op::kJumpBackward || opcode == op::kJumpBackwardNoInterrupt ||
+         opcode == op::kPopJumpBackwardIfTrue || opcode == op::kPopJumpBackwardIfFalse ||
+         opcode == op::kPopJumpBackwardIfNone || opcode == op::kPopJumpBackwardIfNotNone;
+}
+
+// Instructions after which Python may take over mid-function: they consume
+// their operands from the top of the stack and fall through (or, for the
+// conditional jumps, go to one of two known places).
+bool CanRunAlone(int opcode) {
+  switch (opcode) {
+    case op::kCall: case op::kCallFunctionEx: case op::kBinaryOp: case op::kBinarySubscr:
+    case op::kCompareOp: case op::kContainsOp: case op::kStoreAttr: case op::kStoreSubscr:
+    case op::kDeleteSubscr: case op::kLoadAttr: case op::kLoadMethod: case op::kFormatValue:
+    case op::kUnpackSequence: case op::kGetIter: case op::kUnaryNegative: case op::kUnaryNot:
+    case op::kUnaryInvert: case op::kUnaryPositive: case op::kBuildString:
+    case op::kPopJumpForwardIfTrue: case op::kPopJumpForwardIfFalse:
+    case op::kJumpIfTrueOrPop: case op::kJumpIfFalseOrPop:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Where to stop a trace that broke at top-frame instruction `at` (see
+// StopState): the instruction itself when Python can run it alone and
+// continue in a resume function; otherwise the entry of the outermost loop,
+// `with` or `try` block around it, from where the rest runs in Python.
+// Loops: a resume function per iteration would nest a call per iteration;
+// blocks: the instruction must run under the block's exception handler.
+std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code, size_t at) {
+  const std::vector<bytecode::Instruction>& ins = code.instructions;
+  size_t entry = at;
+  for (size_t j = 0; j < ins.size(); ++j) {
+    if (!IsBackwardJump(ins[j].opcode)) continue;
+    const bytecode::Instruction* target = code.At(ins[j].argument.jump_target);
+    if (target == nullptr) continue;
+    size_t head = static_cast<size_t>(target - ins.data());
+    if (head <= at && at <= j) {
+      // A for loop's state before its first iteration is the iterable, not
+      // a half-consumed iterator.
+      if (ins[head].opcode == op::kForIter && head > 0 && ins[head - 1].opcode == op::kGetIter) --head;
+      entry = std::min(entry, head);
+    }
+  }
+  // Exception-table ranges: widen to the outermost block around `entry`.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const bytecode::ExceptionTableEntry& e : code.exception_table) {
+      if (e.start <= ins[entry].offset && ins[entry].offset < e.end) {
+        const bytecode::Instruction* start = code.At(e.start);
+        if (start == nullptr) continue;
+        size_t s = static_cast<size_t>(start - ins.data());
+        if (s > 0 && ins[s - 1].opcode == op::kBeforeWith) --s;  // the with statement itself
+        if (s < entry) {
+          entry = s;
+          changed = true;
+        }
+      }
+    }
+  }
+  if (entry == at && CanRunAlone(ins[at].opcode)) return {StopState::Kind::kInstruction, at};
+  return {StopState::Kind::kRegion, entry};
+}
+
+}  // namespace
+
 absl::StatusOr<TraceResult> Trace(const TraceRequest& request, const ops::Registry& registry,
                                   BreakInfo* on_break) {
-  Translator t(registry);
-  return t.Run(request, on_break);
+  BreakInfo why;
+  Translator first(registry);
+  absl::StatusOr<TraceResult> r = first.Run(request, &why);
+  const bool broke = !r.ok() && r.status().code() == absl::StatusCode::kUnimplemented &&
+                     first.break_top_index().has_value();
+  if (broke && on_break != nullptr) *on_break = why;
+  if (!broke || !request.allow_breaks || !first.top_code()) return r;
+  // Trace again, stopping cleanly before the chosen instruction: the second
+  // run reaches the same state (tracing is deterministic) without the
+  // half-executed instruction's effects on the graph and the trackers.
+  auto [kind, index] = ChooseStop(*first.top_code(), *first.break_top_index());
+  TraceRequest again = request;
+  again.stop_at = static_cast<int>(index);
+  Translator second(registry);
+  absl::StatusOr<TraceResult> stopped = second.Run(again, nullptr);
+  if (!stopped.ok()) return stopped.status();
+  if (!stopped->stop) {
+    return absl::InternalError(absl::StrCat("the trace did not reach instruction ", index,
+                                            " again after a break there"));
+  }
+  stopped->stop->kind = kind;
+  stopped->break_info = why;
+  return stopped;
 }
 
 namespace {
@@ -188,6 +278,7 @@ absl::Status Translator::Break(ir::GraphBreak::Reason reason, std::string messag
   }
   std::string formatted = FormatBreak(b);
   break_ = std::move(b);
+  if (!frames_.empty()) break_top_index_ = frames_.front()->ip;
   return absl::UnimplementedError(formatted);
 }
 
@@ -282,6 +373,17 @@ absl::StatusOr<VarPtr> Translator::RunFrame(Frame& f) {
       return Break(ir::GraphBreak::OTHER,
                    absl::StrCat("the trace ran past ", kMaxSteps, " instructions"),
                    "a loop does not terminate on trace-time values");
+    }
+    if (frames_.size() == 1) {
+      if (stop_at_ >= 0 && f.ip == static_cast<size_t>(stop_at_)) {
+        StopState st;
+        st.index = f.ip;
+        st.stack = f.stack;
+        st.locals = f.locals;
+        st.kw_names = f.kw_names;
+        stop_ = std::move(st);
+        return absl::CancelledError("stopped");
+      }
     }
     const Instruction& in = f.code->instructions[f.ip];
     size_t before = f.ip;
@@ -383,6 +485,21 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
       POP_OR_RETURN(v);
       const VarPtr& cell = f.locals[static_cast<size_t>(in.arg)];
       if (!cell || cell->kind != VarKind::kCell) return absl::InternalError("STORE_DEREF without a cell");
+      if (cell->source && allow_breaks_ && !frames_.empty()) {
+        // A free variable of the traced function itself: replayed as a
+        // STORE_DEREF into the same slot of the rewritten code.
+        const std::vector<VarPtr>& top = frames_.front()->locals;
+        for (size_t slot = 0; slot < top.size(); ++slot) {
+          if (top[slot] != cell) continue;
+          cell->value = v;
+          SideEffect e;
+          e.kind = SideEffect::Kind::kStoreCell;
+          e.slot = static_cast<int>(slot);
+          e.value = std::move(v);
+          side_effects_.push_back(std::move(e));
+          return absl::OkStatus();
+        }
+      }
       if (cell->source) {
         return Break(ir::GraphBreak::SIDE_EFFECT,
                      absl::StrCat("assigning the enclosing function's variable '",
@@ -396,6 +513,13 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
 
     case op::kLoadGlobal: {
       const std::string name(in.argument.text);
+      if (f.globals.get() == top_globals_.get() && !global_overlay_.empty()) {
+        if (auto it = global_overlay_.find(name); it != global_overlay_.end()) {
+          if (in.argument.flags & 1) push(Var::Null());
+          push(it->second);
+          return absl::OkStatus();
+        }
+      }
       PyObject* value = PyDict_GetItemString(f.globals.get(), name.c_str());  // borrowed
       SourcePtr source;
       if (value != nullptr) {
@@ -432,11 +556,23 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     case op::kStoreAttr: {
       POP_OR_RETURN(obj);
       POP_OR_RETURN(value);
+      if (allow_breaks_) return StoreAttr(obj, std::string(in.argument.text), value);
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat("setting attribute '", in.argument.text, "' on ", Describe(*obj)),
                    "attribute assignment is a side effect that a single graph cannot hold");
     }
     case op::kStoreGlobal:
+      if (allow_breaks_ && f.globals.get() == top_globals_.get()) {
+        POP_OR_RETURN(v);
+        std::string name(in.argument.text);
+        global_overlay_[name] = v;
+        SideEffect e;
+        e.kind = SideEffect::Kind::kStoreGlobal;
+        e.name = name;
+        e.value = v;
+        side_effects_.push_back(std::move(e));
+        return absl::OkStatus();
+      }
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat("assigning the global '", in.argument.text, "'"),
                    "global assignment is a side effect that a single graph cannot hold");
@@ -582,7 +718,10 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
       POP_OR_RETURN(index);
       POP_OR_RETURN(obj);
       POP_OR_RETURN(value);
-      if ((obj->kind == VarKind::kList || obj->kind == VarKind::kDict) && !obj->source) {
+      const bool replayed = allow_breaks_ && obj->source && obj->object &&
+                            (obj->kind == VarKind::kList || obj->kind == VarKind::kDict);
+      if (replayed) MarkMutated(obj);
+      if ((obj->kind == VarKind::kList || obj->kind == VarKind::kDict) && (!obj->source || replayed)) {
         if (obj->kind == VarKind::kList) {
           ASSIGN_OR_RETURN(i, AsInt(index));
           int64_t n = static_cast<int64_t>(obj->items.size());
@@ -609,7 +748,7 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
         }
         return absl::OkStatus();
       }
-      if (obj->kind == VarKind::kTensor && !obj->source) {
+      if (obj->kind == VarKind::kTensor && (!obj->source || allow_breaks_)) {
         ASSIGN_OR_RETURN(r, CallOp("operator.setitem", ir::Node::CALL_FUNCTION, {obj, index, value}, {}));
         return absl::OkStatus();
       }
@@ -1028,7 +1167,7 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
   std::string name = OperatorName(nb_op);
   if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
   if (a->is_tensor() || b->is_tensor()) {
-    if (name[0] == 'i' && name != "iand" && a->is_tensor() && a->source) {
+    if (name[0] == 'i' && name != "iand" && a->is_tensor() && a->source && !allow_breaks_) {
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat("in-place '", name, "' on the input ", a->source->ToString()),
                    "in-place updates of inputs are side effects a single graph cannot hold; "

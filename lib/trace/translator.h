@@ -16,13 +16,17 @@
 // nodes and get_attr nodes for parameters and buffers, never call_module.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "lib/ops/registry.h"
+#include "lib/bytecode/decoder.h"
 #include "lib/python/object.h"
+#include "lib/trace/variables.h"
 #include "proto/dynamo_ir.pb.h"
 
 namespace dynamo::trace {
@@ -49,6 +53,14 @@ struct TraceRequest {
   python::Object self;      // the bound instance of a method, or empty
   std::vector<TraceInput> args;
   std::vector<std::pair<std::string, TraceInput>> kwargs;
+  // With breaks allowed, a construct that needs a graph break does not fail
+  // the trace: the result stops there (TraceResult::stop) so that lib/rewrite
+  // can emit code that runs the graph, the unsupported part in Python, and a
+  // resume function.
+  bool allow_breaks = false;
+  // Internal to Trace(): stop before this top-frame instruction index the
+  // first time it is reached.
+  int stop_at = -1;
 };
 
 // A get_attr node's target and the real tensor behind it.
@@ -70,11 +82,63 @@ struct BreakInfo {
   int offset = 0;
 };
 
+// A mutation of Python state the trace saw. It is not in the graph: the
+// rewritten bytecode applies it after the graph runs, in program order.
+struct SideEffect {
+  enum class Kind {
+    kStoreGlobal,   // <globals>[name] = value (the traced function's module)
+    kStoreAttr,     // target.name = value
+    kStoreCell,     // the free variable in top-frame slot `slot` = value
+    kListContents,  // target[:] = target's final items (a list from a source)
+    kDictContents,  // target.clear(); target.update(final items)
+  };
+  Kind kind = Kind::kStoreGlobal;
+  VarPtr target;
+  std::string name;
+  int slot = -1;
+  VarPtr value;
+};
+
+// Where a trace with breaks allowed stopped, and the frame there.
+struct StopState {
+  enum class Kind {
+    // Stopped before an instruction that Python must run (a call the
+    // translator cannot trace, a jump on a tensor): the graph so far, then
+    // that instruction, then a resume function after it (one per successor).
+    kInstruction,
+    // Stopped at the entry of a loop, `with` or `try` block that holds a
+    // break: the rest of the function runs in Python from here.
+    kRegion,
+    // The function returned, but with side effects to replay (or a value the
+    // graph cannot return): the graph, the replay, then the return.
+    kReturn,
+  };
+  Kind kind = Kind::kInstruction;
+  size_t index = 0;             // top-frame instruction index
+  std::vector<VarPtr> stack;    // the top frame's value stack there
+  std::vector<VarPtr> locals;   // its localsplus slots (null: unbound)
+  VarPtr kw_names;              // KW_NAMES set for a CALL stopped at
+  // False when the graph is empty and nothing is to be replayed: rewriting
+  // would gain nothing, the function may as well run as it is.
+  bool progress = true;
+};
+
 struct TraceResult {
   ir::Graph graph;
   std::vector<ir::Guard> guards;
   std::vector<GraphAttribute> attributes;
   std::vector<ir::InputSpec> inputs;  // the placeholders, in order
+
+  // --- set when the trace stopped or has effects (allow_breaks) ---
+  std::optional<StopState> stop;
+  std::optional<BreakInfo> break_info;     // why it stopped (kInstruction/kRegion)
+  std::vector<SideEffect> side_effects;    // in program order
+  std::vector<SourcePtr> placeholder_sources;  // per graph placeholder, in order
+  // With `stop`: the graph's output is one tuple of these call nodes' values
+  // (every tensor the frame still holds that the graph computed).
+  std::vector<std::string> output_nodes;
+  std::shared_ptr<const bytecode::DecodedCode> code;  // the top frame's code
+  python::Object globals;                             // the traced function's globals
 };
 
 // Traces `request` into one graph. Needs the GIL. On a graph break the status

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "lib/bytecode/decoder.h"
 #include "lib/ops/registry.h"
@@ -28,6 +29,10 @@ class Translator {
  public:
   explicit Translator(const ops::Registry& registry);
   absl::StatusOr<TraceResult> Run(const TraceRequest& request, BreakInfo* on_break);
+  // After a break: the top-frame instruction it happened in (a break inside
+  // an inlined call is the call instruction of the top frame).
+  std::optional<size_t> break_top_index() const { return break_top_index_; }
+  std::shared_ptr<const bytecode::DecodedCode> top_code() const { return top_code_; }
 
  private:
   struct Frame {
@@ -91,6 +96,14 @@ class Translator {
   // Adds a constant to a set the trace made (a tensor or object is a break).
   absl::Status AddToSet(const python::Object& set, const VarPtr& item);
 
+  // Mutations of Python state (see SideEffect): recorded, replayed by the
+  // rewritten code, and visible to the rest of the trace.
+  absl::Status StoreAttr(const VarPtr& obj, const std::string& name, const VarPtr& value);
+  void MarkMutated(const VarPtr& container);
+  // The result of a trace that stopped (or returned with effects): the graph
+  // outputs every tensor the frame holds.
+  absl::StatusOr<TraceResult> Stopped(StopState state);
+
   // A graph break at the current instruction of the innermost frame.
   absl::Status Break(ir::GraphBreak::Reason reason, std::string message, std::string hint);
   ir::SourceLocation CurrentLocation() const;
@@ -111,6 +124,21 @@ class Translator {
   std::vector<bool> grad_stack_;  // modes to restore at each with-exit
   size_t steps_ = 0;
   std::optional<BreakInfo> break_;
+  std::optional<size_t> break_top_index_;
+  std::shared_ptr<const bytecode::DecodedCode> top_code_;
+  bool allow_breaks_ = false;
+  int stop_at_ = -1;
+  std::optional<StopState> stop_;
+  std::vector<SideEffect> side_effects_;
+  std::vector<SourcePtr> placeholder_sources_;
+  // Lists and dicts read from a source are one tracker per real object, so a
+  // mutation is seen through every path that reaches it.
+  absl::flat_hash_map<PyObject*, VarPtr> containers_;
+  absl::flat_hash_set<const Var*> mutated_;
+  // Attributes and globals assigned during the trace, read back from here.
+  absl::flat_hash_map<std::pair<PyObject*, std::string>, VarPtr> attr_overlay_;
+  absl::flat_hash_map<std::string, VarPtr> global_overlay_;
+  absl::flat_hash_map<PyObject*, VarPtr> top_cells_;  // real cell -> the top frame's tracker
 };
 
 }  // namespace dynamo::trace

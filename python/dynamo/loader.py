@@ -187,10 +187,11 @@ def _argument(arg, env):
     raise CaptureError(f"unknown argument kind {which}")
 
 
-def to_graph_module(capture, graph_index=0, root=None, base_dir="."):
+def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None):
     """One graph of the capture as a torch.fx.GraphModule.
 
-    Attribute values come from the capture when it stored them, else from
+    Attribute values come from `attributes` ({target: tensor}, what a live
+    capture hands over), else from the capture when it stored them, else from
     `root` (the module the capture was made from) by their target path."""
     pb_graph = capture.graphs[graph_index]
     holder = torch.nn.Module()
@@ -198,7 +199,9 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir="."):
     for attr in capture.attributes:
         if attr.target not in used:
             continue
-        tensor = _attribute_tensor(attr, base_dir)
+        tensor = attributes.get(attr.target) if attributes else None
+        if tensor is None:
+            tensor = _attribute_tensor(attr, base_dir)
         if tensor is None:
             if root is None:
                 raise CaptureError(f"attribute {attr.target} ({attr.source}) has no stored "

@@ -1251,7 +1251,7 @@ def _flip(name):
                     yield (x, *args), {}
 
 
-@gen("torch.sort", "Tensor.sort", "torch.topk", "Tensor.topk")
+@gen("torch.sort", "Tensor.sort", "torch.argsort", "Tensor.argsort", "torch.topk", "Tensor.topk")
 def _sort(name):
     for d in DTYPES:
         for x in list(layouts(3, 4, dtype=d)) + [T(dtype=d), T(0, 2, dtype=d), T(2, 3, 4, 5, dtype=d, layout="channels_last")]:

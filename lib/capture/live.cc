@@ -1,0 +1,117 @@
+#include "lib/capture/live.h"
+
+#include <Python.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/bytecode/disassemble.h"
+#include "lib/graph/checker.h"
+#include "lib/ops/registry.h"
+#include "lib/python/error.h"
+
+namespace dynamo::capture {
+
+ir::GraphBreak ToProto(const trace::BreakInfo& why) {
+  ir::GraphBreak b;
+  b.set_reason(why.reason);
+  b.set_message(why.message);
+  b.mutable_location()->set_file(why.file);
+  b.mutable_location()->set_line(why.line);
+  b.mutable_location()->set_text(why.text);
+  b.set_opcode(why.opcode);
+  b.set_offset(why.offset);
+  b.set_hint(why.hint);
+  return b;
+}
+
+namespace {
+
+void List(const python::Object& code, ir::BytecodeListing* out) {
+  absl::StatusOr<bytecode::DecodedCode> d = bytecode::Decode(code, {.nested = false});
+  if (!d.ok()) return;
+  for (const bytecode::Instruction& in : d->instructions) {
+    ir::BytecodeInstruction* b = out->add_instructions();
+    b->set_offset(in.offset);
+    b->set_opname(std::string(in.name));
+    b->set_arg(in.arg);
+    b->set_argrepr(bytecode::ArgRepr(*d, in));
+    b->set_line(in.starts_line > 0 ? in.starts_line : 0);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const python::Object& self,
+                                        const python::Object& args, const python::Object& kwargs,
+                                        int id) {
+  if (!function || !PyFunction_Check(function.get())) {
+    return absl::InvalidArgumentError("CaptureCall needs a Python function");
+  }
+  trace::TraceRequest request;
+  request.function = function;
+  request.self = self;
+  request.allow_breaks = true;
+  absl::StatusOr<std::vector<python::Object>> items = python::AsVector(args);
+  if (!items.ok()) return items.status();
+  for (python::Object& a : *items) request.args.push_back(trace::TraceInput::Object(std::move(a)));
+  if (kwargs && kwargs.get() != Py_None) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs.get(), &pos, &key, &value)) {
+      absl::StatusOr<std::string> k = python::AsString(python::Object::Borrow(key));
+      if (!k.ok()) return k.status();
+      request.kwargs.emplace_back(*k, trace::TraceInput::Object(python::Object::Borrow(value)));
+    }
+  }
+  const ops::Registry& registry = ops::DefaultRegistry();
+  if (!registry.status().ok()) return registry.status();
+
+  trace::BreakInfo why;
+  absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, registry, &why);
+  LiveCapture out;
+  ir::Capture& c = out.capture;
+  c.set_ir_version(ir::IR_VERSION_CURRENT);
+  python::Object code = python::Object::Borrow(PyFunction_GetCode(function.get()));
+  List(code, c.mutable_original_bytecode());
+  if (!traced.ok()) {
+    if (traced.status().code() != absl::StatusCode::kUnimplemented || why.message.empty()) {
+      return traced.status();
+    }
+    // A break the rewrite cannot continue after (before the first
+    // instruction, e.g. while binding arguments): the call runs as it is.
+    *c.add_graph_breaks() = ToProto(why);
+    out.skip_reason = std::string(traced.status().message());
+    return out;
+  }
+  if (traced->break_info) *c.add_graph_breaks() = ToProto(*traced->break_info);
+  for (ir::Guard& g : traced->guards) *c.add_guards() = g;
+  if (!traced->stop) return absl::InternalError("a trace with breaks allowed did not stop");
+  if (!traced->stop->progress && traced->stop->kind == trace::StopState::Kind::kRegion) {
+    out.skip_reason = traced->break_info ? trace::FormatBreak(*traced->break_info)
+                                         : "nothing to capture before the break";
+    return out;
+  }
+  absl::StatusOr<rewrite::Rewritten> rewritten = rewrite::Rewrite(*traced, {.id = id});
+  if (!rewritten.ok()) {
+    if (rewritten.status().code() != absl::StatusCode::kFailedPrecondition) return rewritten.status();
+    out.skip_reason = std::string(rewritten.status().message());
+    return out;
+  }
+  for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = std::move(spec);
+  if (!rewritten->graph_name.empty()) *c.add_graphs() = traced->graph;
+  for (const trace::GraphAttribute& a : traced->attributes) {
+    ir::GraphAttribute* attr = c.add_attributes();
+    attr->set_target(a.target);
+    attr->set_source(a.source);
+    for (const ir::Node& n : traced->graph.nodes()) {
+      if (n.kind() == ir::Node::GET_ATTR && n.target() == a.target) *attr->mutable_meta() = n.meta().tensor();
+    }
+    out.attributes.emplace_back(a.target, a.value);
+  }
+  List(rewritten->code, c.mutable_rewritten_bytecode());
+  out.code = rewritten->code;
+  out.graph_name = rewritten->graph_name;
+  out.resumes = std::move(rewritten->resumes);
+  return out;
+}
+
+}  // namespace dynamo::capture

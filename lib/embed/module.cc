@@ -1,0 +1,340 @@
+#include "lib/embed/module.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lib/bytecode/decoder.h"
+#include "lib/bytecode/disassemble.h"
+#include "lib/capture/capture.h"
+#include "lib/capture/live.h"
+#include "lib/python/error.h"
+#include "proto/dynamo_ir.pb.h"
+
+namespace dynamo::embed {
+namespace {
+
+using python::Object;
+
+// The module's exception types. Created once per process and leaked: raised
+// exceptions and `except` clauses outlive any one module object.
+struct ExceptionTypes {
+  Object capture_error;  // dynamo._C.CaptureError(RuntimeError)
+  Object graph_break;    // dynamo._C.GraphBreak(CaptureError)
+};
+
+const ExceptionTypes& Exceptions() {
+  static const ExceptionTypes* types = [] {
+    auto* t = new ExceptionTypes;
+    t->capture_error = Object::Steal(PyErr_NewExceptionWithDoc(
+        "dynamo._C.CaptureError",
+        "libdynamo could not capture the function; the message says why, in one line.",
+        PyExc_RuntimeError, nullptr));
+    if (t->capture_error) {
+      t->graph_break = Object::Steal(PyErr_NewExceptionWithDoc(
+          "dynamo._C.GraphBreak",
+          "The function needs a graph break where none is allowed. Attributes: reason, "
+          "filename, lineno, text (the source line) and hint.",
+          t->capture_error.get(), nullptr));
+    }
+    return t;
+  }();
+  return *types;
+}
+
+// Sets `obj.name = value`; an exception object takes any attribute.
+void SetAttr(const Object& obj, const char* name, const Object& value) {
+  if (value && PyObject_SetAttrString(obj.get(), name, value.get()) != 0) PyErr_Clear();
+}
+
+// Status messages are ours, but may quote bytes from a script: never fail on them.
+Object Text(absl::string_view s) {
+  return Object::Steal(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+
+void SetBreakAttributes(const Object& error, const ir::GraphBreak& b) {
+  SetAttr(error, "reason", Text(ir::GraphBreak::Reason_Name(b.reason())));
+  SetAttr(error, "filename", Text(b.location().file()));
+  SetAttr(error, "lineno", python::FromLong(b.location().line()));
+  SetAttr(error, "text", Text(b.location().text()));
+  SetAttr(error, "hint", Text(b.hint()));
+}
+
+// The code object of `obj`: a code object itself or a function's (anything
+// with a __code__, as dis accepts). Empty, with TypeError set, otherwise.
+Object CodeOf(const Object& obj) {
+  if (PyCode_Check(obj.get())) return obj;
+  Object code = Object::Steal(PyObject_GetAttrString(obj.get(), "__code__"));
+  if (code && PyCode_Check(code.get())) return code;
+  PyErr_Format(PyExc_TypeError, "disassemble() expects a code object or a function, not %s",
+               Py_TYPE(obj.get())->tp_name);
+  return Object();
+}
+
+// `inputs` as spec strings; false, with TypeError set, for anything but an
+// iterable of str (a lone str would otherwise be taken a character at a time).
+bool InputSpecs(PyObject* inputs, std::vector<std::string>& specs) {
+  if (inputs == nullptr || inputs == Py_None) return true;
+  if (PyUnicode_Check(inputs)) {
+    PyErr_SetString(PyExc_TypeError, "inputs must be a list of specs such as ['x=f32[2,3]'], not a str");
+    return false;
+  }
+  absl::StatusOr<std::vector<Object>> items = python::AsVector(Object::Borrow(inputs));
+  if (!items.ok()) {
+    PyErr_Format(PyExc_TypeError, "inputs must be a list of str, not %s", Py_TYPE(inputs)->tp_name);
+    return false;
+  }
+  for (const Object& item : *items) {
+    absl::StatusOr<std::string> spec = python::AsString(item);
+    if (!spec.ok()) {
+      PyErr_Format(PyExc_TypeError, "inputs must hold str specs, not %s", Py_TYPE(item.get())->tp_name);
+      return false;
+    }
+    specs.push_back(*std::move(spec));
+  }
+  return true;
+}
+
+// `weights` by name; false, with ValueError set, for an unknown one. External
+// weights need a side file, which a bytes result has no room for.
+bool WeightsByName(absl::string_view name, capture::Weights& weights) {
+  if (name == "none") {
+    weights = capture::Weights::kNone;
+  } else if (name == "embed") {
+    weights = capture::Weights::kEmbed;
+  } else {
+    PyErr_Format(PyExc_ValueError, "weights must be 'none' or 'embed', not '%s'",
+                 std::string(name).c_str());
+    return false;
+  }
+  return true;
+}
+
+// The functions of the module, one small adapter each: parse the arguments,
+// make one library call, convert its result or raise its Status.
+namespace methods {
+
+PyObject* IrVersion(PyObject* /*module*/, PyObject* /*unused*/) {
+  return python::FromLong(ir::IR_VERSION_CURRENT).release();
+}
+
+PyObject* Disassemble(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"code", "nested", nullptr};
+  PyObject* arg = nullptr;  // borrowed
+  int nested = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:disassemble", const_cast<char**>(keywords),
+                                   &arg, &nested)) {
+    return nullptr;
+  }
+  Object code = CodeOf(Object::Borrow(arg));
+  if (!code) return nullptr;
+  absl::StatusOr<bytecode::DecodedCode> decoded = bytecode::Decode(code, {.nested = nested != 0});
+  if (!decoded.ok()) return RaiseStatus(decoded.status());
+  return Text(bytecode::Disassemble(*decoded, {.nested = nested != 0})).release();
+}
+
+PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"script", "function", "inputs", "example_inputs", "weights",
+                                   nullptr};
+  PyObject* script_bytes = nullptr;  // a new reference from PyUnicode_FSConverter
+  const char* function = nullptr;
+  PyObject* inputs = nullptr;  // borrowed
+  const char* example_inputs = "";
+  const char* weights = "none";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&s|O$ss:capture", const_cast<char**>(keywords),
+                                   PyUnicode_FSConverter, &script_bytes, &function, &inputs,
+                                   &example_inputs, &weights)) {
+    return nullptr;
+  }
+  Object script = Object::Steal(script_bytes);
+  capture::CaptureOptions options;
+  options.script = PyBytes_AS_STRING(script.get());
+  options.function = function;
+  options.example_inputs = example_inputs;
+  if (!InputSpecs(inputs, options.inputs) || !WeightsByName(weights, options.weights)) {
+    return nullptr;
+  }
+  absl::StatusOr<capture::Captured> captured = capture::CaptureFunction(options);
+  if (!captured.ok()) return RaiseStatus(captured.status(), Exceptions().capture_error.get());
+  absl::StatusOr<std::string> bytes = capture::Serialize(captured->capture, "pb");
+  if (!bytes.ok()) return RaiseStatus(bytes.status());
+  return Object::Steal(PyBytes_FromStringAndSize(bytes->data(), static_cast<Py_ssize_t>(bytes->size())))
+      .release();
+}
+
+// capture_call(function, self, args, kwargs, id) -> dict: one live capture
+// (lib/capture/live.h) as Python values for dynamo.runtime.
+PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
+  PyObject *function, *self, *call_args, *call_kwargs;  // borrowed
+  int id = 0;
+  if (!PyArg_ParseTuple(args, "OOO!Oi:capture_call", &function, &self, &PyTuple_Type, &call_args,
+                        &call_kwargs, &id)) {
+    return nullptr;
+  }
+  absl::StatusOr<capture::LiveCapture> c = capture::CaptureCall(
+      Object::Borrow(function), self == Py_None ? Object() : Object::Borrow(self),
+      Object::Borrow(call_args), Object::Borrow(call_kwargs), id);
+  if (!c.ok()) return RaiseStatus(c.status(), Exceptions().capture_error.get());
+  std::string bytes;
+  if (!c->capture.SerializeToString(&bytes)) return RaiseStatus(absl::InternalError("serialising"));
+  Object out = Object::Steal(PyDict_New());
+  auto set = [&](const char* key, Object value) {
+    return value && PyDict_SetItemString(out.get(), key, value.get()) == 0;
+  };
+  Object attributes = Object::Steal(PyDict_New());
+  for (const auto& [target, tensor] : c->attributes) {
+    if (PyDict_SetItemString(attributes.get(), target.c_str(), tensor.get()) != 0) return nullptr;
+  }
+  std::vector<Object> resumes;
+  for (const rewrite::ResumeFunction& r : c->resumes) {
+    resumes.push_back(python::MakeTuple({Text(r.global_name), r.code, python::FromBool(r.capture),
+                                         python::FromBool(r.takes_closure), python::FromLong(r.offset)}));
+  }
+  if (!set("capture", Object::Steal(PyBytes_FromStringAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size())))) ||
+      !set("code", c->code ? c->code : python::None()) || !set("graph_name", Text(c->graph_name)) ||
+      !set("attributes", attributes) || !set("resumes", python::MakeList(resumes)) ||
+      !set("skip_reason", Text(c->skip_reason))) {
+    return nullptr;
+  }
+  return out.release();
+}
+
+}  // namespace methods
+
+// PyMethodDef stores every signature as a PyCFunction; a cast through
+// void(*)() is the one -Wcast-function-type accepts.
+template <typename F>
+PyCFunction AsCFunction(F* f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+PyMethodDef kMethods[] = {
+    {"ir_version", methods::IrVersion, METH_NOARGS,
+     "ir_version() -> int\n\n"
+     "The IR version (proto/dynamo_ir.proto) of the captures this build writes."},
+    {"disassemble", AsCFunction(methods::Disassemble), METH_VARARGS | METH_KEYWORDS,
+     "disassemble(code, nested=True) -> str\n\n"
+     "The listing dynamo-inspect prints for a code object or function: dis's layout,\n"
+     "with EXTENDED_ARG folded, no memory addresses, and KW_NAMES resolved. nested\n"
+     "also lists the code objects in co_consts, after their parent."},
+    {"capture", AsCFunction(methods::Capture), METH_VARARGS | METH_KEYWORDS,
+     "capture(script, function, inputs=(), *, example_inputs='', weights='none') -> bytes\n\n"
+     "Captures `function` of the script at path `script` (imported into this\n"
+     "interpreter) for the input specs (['x=f32[8,3]', 'int:2']) or the script's\n"
+     "`example_inputs` function, as dynamo-export does, and returns the serialized\n"
+     "Capture (dynamo.loader reads it). weights: 'none' or 'embed'. Raises\n"
+     "GraphBreak for a construct that needs a break, CaptureError for any other\n"
+     "failure, with a one-line message."},
+    {"capture_call", methods::CaptureCall, METH_VARARGS,
+     "capture_call(function, self, args, kwargs, id) -> dict\n\n"
+     "Traces one call of `function` on its real arguments with graph breaks allowed\n"
+     "and rewrites it: {'capture': serialized Capture (graph, guards, break),\n"
+     "'code': code to run instead (None: run the function as it is), 'graph_name',\n"
+     "'attributes': {get_attr target: tensor}, 'resumes': [(global name, code,\n"
+     "capture?, takes_closure?, offset)], 'skip_reason'}. Used by dynamo.runtime."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {
+    PyModuleDef_HEAD_INIT,
+    kModuleName,
+    "libdynamo's native core: capture, disassembly and (later) the live frame evaluator.",
+    -1,  // the state is process-wide (libdynamo's statics)
+    kMethods,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+// Binds `module` as the package's `_C`, when there is a `dynamo` package to
+// import (without one, importlib.import_module("dynamo._C") still finds it).
+absl::Status BindToPackage(const Object& module) {
+  absl::StatusOr<Object> util = python::Import("importlib.util");
+  absl::StatusOr<Object> find_spec = util.ok() ? python::GetAttr(*util, "find_spec") : util.status();
+  absl::StatusOr<Object> spec =
+      find_spec.ok() ? python::Call(*find_spec, {python::FromString("dynamo")}) : find_spec.status();
+  if (!spec.ok()) return spec.status();
+  if (spec->get() == Py_None) return absl::OkStatus();
+  absl::StatusOr<Object> package = python::Import("dynamo");
+  if (!package.ok()) return package.status();
+  if (PyObject_SetAttrString(package->get(), "_C", module.get()) != 0) {
+    return python::FetchError("binding dynamo._C to the dynamo package");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PyObject* RaiseStatus(const absl::Status& status, PyObject* type) {
+  if (status.ok()) {
+    PyErr_SetString(PyExc_SystemError, "libdynamo reported an OK status as an error (a bug)");
+    return nullptr;
+  }
+  std::optional<ir::GraphBreak> graph_break = capture::GraphBreakOf(status);
+  if (graph_break && Exceptions().graph_break) type = Exceptions().graph_break.get();
+  Object message = Text(status.message());
+  absl::StatusOr<Object> error = message ? python::Call(Object::Borrow(type), {message})
+                                         : absl::InternalError("");
+  if (!error.ok()) {  // the instance could not be built: raise the bare type
+    PyErr_SetString(type, std::string(status.message()).c_str());
+    return nullptr;
+  }
+  if (graph_break) SetBreakAttributes(*error, *graph_break);
+  if (std::optional<std::string> tb = python::PythonTraceback(status); tb && !tb->empty()) {
+    SetAttr(*error, "python_traceback", Text(*tb));
+  }
+  PyErr_SetObject(type, error->get());
+  return nullptr;
+}
+
+absl::StatusOr<Object> CreateModule() {
+  const ExceptionTypes& types = Exceptions();
+  if (!types.graph_break) {
+    if (PyErr_Occurred()) return python::FetchError("creating dynamo._C's exception types");
+    return absl::InternalError("dynamo._C's exception types could not be created");
+  }
+  Object module = Object::Steal(PyModule_Create(&kModule));
+  if (!module) return python::FetchError("creating the module dynamo._C");
+  if (PyModule_AddObjectRef(module.get(), "CaptureError", types.capture_error.get()) != 0 ||
+      PyModule_AddObjectRef(module.get(), "GraphBreak", types.graph_break.get()) != 0) {
+    return python::FetchError("adding dynamo._C's exception types");
+  }
+  return module;
+}
+
+absl::Status RegisterModule() {
+  if (!Py_IsInitialized()) {
+    return absl::FailedPreconditionError(
+        "RegisterModule: Python is not running (start it first, e.g. python::Interpreter::Start)");
+  }
+  PyGILState_STATE gil = PyGILState_Ensure();
+  struct Release {
+    PyGILState_STATE state;
+    ~Release() { PyGILState_Release(state); }
+  } release{gil};
+
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  Object existing = Object::Borrow(PyDict_GetItemString(modules, kModuleName));
+  if (existing) {
+    if (PyModule_Check(existing.get()) && PyModule_GetDef(existing.get()) == &kModule) {
+      return absl::OkStatus();
+    }
+    return absl::AlreadyExistsError(absl::StrCat(
+        kModuleName, " is already imported (", python::Repr(existing),
+        "); a host that links libdynamo must register its own before Python imports the extension"));
+  }
+  absl::StatusOr<Object> module = CreateModule();
+  if (!module.ok()) return module.status();
+  if (PyDict_SetItemString(modules, kModuleName, module->get()) != 0) {
+    return python::FetchError("adding dynamo._C to sys.modules");
+  }
+  if (absl::Status s = BindToPackage(*module); !s.ok()) {
+    PyDict_DelItemString(modules, kModuleName);  // all or nothing
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dynamo::embed

@@ -1,0 +1,1308 @@
+#include "lib/guards/evaluator.h"
+
+#include <Python.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/ops/meta.h"
+#include "lib/ops/proto_conversion.h"
+#include "lib/python/error.h"
+
+namespace dynamo::guards {
+
+using python::Object;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Source paths: the grammar of python/dynamo/guards.py's _TOKEN.
+
+struct Token {
+  enum Kind { kLocal, kGlobal, kModule, kAttr, kIndex, kKey };
+  Kind kind = kLocal;
+  std::string name;   // local/global/module/attribute name, or the str key
+  int64_t index = 0;  // kIndex
+  size_t end = 0;     // where the token ends in the source text
+};
+
+// A quoted key ('...', with \' and \\ escapes) starting at `pos`.
+bool ParseQuoted(absl::string_view s, size_t& pos, std::string* out) {
+  if (pos >= s.size() || s[pos] != '\'') return false;
+  out->clear();
+  for (++pos; pos < s.size(); ++pos) {
+    char c = s[pos];
+    if (c == '\'') {
+      ++pos;
+      return true;
+    }
+    if (c == '\\' && pos + 1 < s.size()) {
+      char next = s[++pos];
+      if (next != '\'' && next != '\\') out->push_back('\\');  // as _unquote leaves it
+      out->push_back(next);
+      continue;
+    }
+    out->push_back(c);
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<Token>> ParseSource(absl::string_view s) {
+  std::vector<Token> tokens;
+  size_t pos = 0;
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot parse source '", s, "' at ", pos, ": ", what));
+  };
+  while (true) {
+    while (pos < s.size() && absl::ascii_isspace(static_cast<unsigned char>(s[pos]))) ++pos;
+    if (pos >= s.size()) break;
+    Token t;
+    absl::string_view rest = s.substr(pos);
+    bool root = false;
+    if (absl::StartsWith(rest, "L[") || absl::StartsWith(rest, "G[") ||
+        absl::StartsWith(rest, "sys.modules[")) {
+      root = true;
+      t.kind = rest[0] == 'L' ? Token::kLocal : rest[0] == 'G' ? Token::kGlobal : Token::kModule;
+      pos += t.kind == Token::kModule ? 12 : 2;
+      if (!ParseQuoted(s, pos, &t.name) || pos >= s.size() || s[pos] != ']') return bad("a quoted name");
+      ++pos;
+    } else if (rest[0] == '.') {
+      t.kind = Token::kAttr;
+      size_t start = ++pos;
+      while (pos < s.size() && (absl::ascii_isalnum(static_cast<unsigned char>(s[pos])) || s[pos] == '_')) ++pos;
+      if (pos == start || absl::ascii_isdigit(static_cast<unsigned char>(s[start]))) return bad("an attribute name");
+      t.name = std::string(s.substr(start, pos - start));
+    } else if (rest[0] == '[') {
+      ++pos;
+      if (pos < s.size() && s[pos] == '\'') {
+        t.kind = Token::kKey;
+        if (!ParseQuoted(s, pos, &t.name)) return bad("a quoted key");
+      } else {
+        t.kind = Token::kIndex;
+        size_t start = pos;
+        if (pos < s.size() && s[pos] == '-') ++pos;
+        while (pos < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[pos]))) ++pos;
+        if (!absl::SimpleAtoi(s.substr(start, pos - start), &t.index)) return bad("an index");
+      }
+      if (pos >= s.size() || s[pos] != ']') return bad("']'");
+      ++pos;
+    } else {
+      return bad("an unexpected character");
+    }
+    if (root != tokens.empty()) return bad(root ? "a second root" : "no root (L[...], G[...], sys.modules[...])");
+    t.end = pos;
+    tokens.push_back(std::move(t));
+  }
+  if (tokens.empty()) return bad("an empty source");
+  return tokens;
+}
+
+// ---------------------------------------------------------------------------
+// Small C-API helpers.
+
+Object Intern(absl::string_view s) {
+  PyObject* o = PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  if (o != nullptr) PyUnicode_InternInPlace(&o);
+  return Object::Steal(o);
+}
+
+// d[key] as a new reference; KeyError (like a Python dict) when missing.
+Object DictItem(PyObject* dict, PyObject* key) {
+  if (dict == nullptr) {
+    PyErr_SetObject(PyExc_KeyError, key);
+    return {};
+  }
+  PyObject* v = PyDict_GetItemWithError(dict, key);
+  if (v == nullptr && !PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+  return Object::Borrow(v);
+}
+
+// A dict whose lookups, membership and iteration are dict's own C code.
+bool IsPlainDict(PyObject* d) { return PyDict_CheckExact(d) || Py_IS_TYPE(d, &PyODict_Type); }
+
+std::string TypeShortName(PyObject* v) { return _PyType_Name(Py_TYPE(v)); }
+
+// The pending exception's repr ("KeyError('x')"), clearing it.
+std::string TakeErrorRepr() {
+  if (!PyErr_Occurred()) return "no exception";
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  Object t = Object::Steal(type), v = Object::Steal(value), b = Object::Steal(tb);
+  return v ? python::Repr(v) : python::Repr(t);
+}
+
+std::string Str(PyObject* o) {
+  Object s = Object::Steal(PyObject_Str(o));
+  absl::StatusOr<std::string> text = s ? python::AsString(s) : absl::UnknownError("");
+  if (!text.ok()) {
+    PyErr_Clear();
+    return "<str failed>";
+  }
+  return *text;
+}
+
+std::string AttrText(PyObject* o, const char* name) {
+  Object a = Object::Steal(PyObject_GetAttrString(o, name));
+  if (!a) {
+    PyErr_Clear();
+    return "";
+  }
+  absl::StatusOr<std::string> s = python::AsString(a);
+  return s.ok() ? *s : "";
+}
+
+// The stable name an ID_MATCH / TYPE_MATCH guard records; the same rule as
+// IdentityName in lib/trace/guards.cc and identity_name in
+// python/dynamo/guards.py (this stage sits below trace/, so it has its own).
+std::string IdentityName(PyObject* o) {
+  if (PyModule_Check(o)) return absl::StrCat("module ", AttrText(o, "__name__"));
+  std::string qualname = AttrText(o, "__qualname__");
+  if (!qualname.empty()) {
+    std::string module = AttrText(o, "__module__");
+    return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
+  }
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return absl::StrCat("instance of ", AttrText(type, "__module__"), ".", AttrText(type, "__qualname__"));
+}
+
+// A type as it was when a fast path was planned: valid while the object's
+// type is this one and the type (and its bases) has not been modified since,
+// which CPython records by changing the version tag.
+struct PinnedType {
+  Object type;
+  unsigned int tag = 0;
+
+  bool Pin(PyTypeObject* t) {
+    if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return false;
+    type = Object::Borrow(reinterpret_cast<PyObject*>(t));
+    tag = t->tp_version_tag;
+    return true;
+  }
+  bool Holds(PyObject* v) const {
+    PyTypeObject* t = Py_TYPE(v);
+    return reinterpret_cast<PyObject*>(t) == type.get() && t->tp_version_tag == tag &&
+           (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// The program.
+
+enum class StepKind : uint8_t { kLocal, kGlobal, kModule, kAttr, kIndex, kKey };
+
+// How an attribute, item or length is read, decided from the object found at
+// compile time (see the header).
+enum class Plan : uint8_t {
+  kGeneric,      // PyObject_GetAttr / PyObject_GetItem / PyObject_Length
+  kDict,         // attribute: the instance __dict__ (a module's dict), else generic
+  kNnModule,     // attribute: __dict__, then _parameters, _buffers, _modules
+  kSequential,   // item / len: nn.Sequential over _modules
+  kModuleList,   // item / len: nn.ModuleList over _modules
+  kModuleDict,   // item / len: nn.ModuleDict over _modules
+};
+
+struct Step {
+  StepKind kind = StepKind::kLocal;
+  Plan plan = Plan::kGeneric;
+  int slot = -1;      // kLocal
+  bool cell = false;  // kLocal: a cell or free variable
+  Object key;         // interned name / attribute / str key; a Python int for kIndex
+  int64_t index = 0;  // kIndex
+  Object index_key;   // kModuleList with index >= 0: str(index)
+  PinnedType pin;     // the type the plan was made for
+};
+
+struct TensorSpec {
+  PinnedType type;   // the exact tensor type; getters valid under its tag
+  bool fast = false;
+  PyGetSetDef* shape = nullptr;
+  PyGetSetDef* dtype_get = nullptr;
+  PyGetSetDef* device_get = nullptr;
+  PyGetSetDef* requires_grad_get = nullptr;
+  PyObject* stride = nullptr;  // the method descriptor; kept alive by the type
+  Object dtype;                // torch.float32
+  Object device;               // torch.device('cpu')
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  bool check_strides = false;
+  bool requires_grad = false;
+};
+
+struct CompiledCheck {
+  ir::Guard::Kind kind = ir::Guard::KIND_UNSPECIFIED;
+  int guard = -1;     // index in the compiled guard list
+  Object object;      // ID_MATCH: the object; TYPE_MATCH: the type; EQUALS_MATCH: the value
+  int64_t length = 0; // LENGTH_MATCH
+  Plan plan = Plan::kGeneric;  // LENGTH_MATCH on nn containers
+  PinnedType pin;
+  int tensor = -1;    // TENSOR_MATCH: index into Program::tensors
+};
+
+int Cost(ir::Guard::Kind kind) {
+  switch (kind) {
+    case ir::Guard::ID_MATCH:
+    case ir::Guard::IS_NONE:
+      return 0;
+    case ir::Guard::TYPE_MATCH:
+      return 1;
+    case ir::Guard::EQUALS_MATCH:
+      return 2;
+    case ir::Guard::LENGTH_MATCH:
+      return 3;
+    default:
+      return 4;
+  }
+}
+
+// One accessor of the program. Nodes are stored in preorder, so Check() is
+// one loop: a node's parent is the last node seen one level up.
+struct Node {
+  Step step;
+  int parent = -1;       // index of the parent node; -1 for a root
+  int depth = 0;         // 0 for roots
+  int check_begin = 0;   // its checks: Program::checks[check_begin, check_end),
+  int check_end = 0;     // cheapest first
+};
+
+struct GlobalCheck {
+  Object reader;  // torch.is_grad_enabled, ...
+  bool expected = false;
+};
+
+struct GuardRef {
+  int node = -1;   // -1: a global check
+  int check = -1;  // index into Program::checks, or into Program::globals
+};
+
+// Same type at every level and equal values: 1, 0, or -1 with an exception.
+int SameConstant(PyObject* v, PyObject* e) {
+  if (v == e) return 1;
+  PyTypeObject* t = Py_TYPE(e);
+  if (Py_TYPE(v) != t) return 0;
+  if (t == &PyFloat_Type) {
+    double a = PyFloat_AS_DOUBLE(v), b = PyFloat_AS_DOUBLE(e);
+    return a == b || (std::isnan(a) && std::isnan(b));
+  }
+  if (PyTuple_Check(e) || PyList_Check(e)) {
+    bool tuple = PyTuple_Check(e);
+    Py_ssize_t n = tuple ? PyTuple_GET_SIZE(e) : PyList_GET_SIZE(e);
+    if ((tuple ? PyTuple_GET_SIZE(v) : PyList_GET_SIZE(v)) != n) return 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      // Lists are read item by item: nothing here runs Python code that could
+      // resize them.
+      PyObject* a = tuple ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i);
+      PyObject* b = tuple ? PyTuple_GET_ITEM(e, i) : PyList_GET_ITEM(e, i);
+      int same = SameConstant(a, b);
+      if (same != 1) return same;
+    }
+    return 1;
+  }
+  if (t == &PyDict_Type) {
+    if (PyDict_Size(v) != PyDict_Size(e)) return 0;
+    Py_ssize_t pos = 0;
+    PyObject *k = nullptr, *b = nullptr;
+    while (PyDict_Next(e, &pos, &k, &b)) {
+      PyObject* a = PyDict_GetItemWithError(v, k);
+      if (a == nullptr) return PyErr_Occurred() ? -1 : 0;
+      int same = SameConstant(a, b);
+      if (same != 1) return same;
+    }
+    return 1;
+  }
+  return PyObject_RichCompareBool(v, e, Py_EQ);
+}
+
+// ID_MATCH: the very object. Bound methods are made afresh on every
+// attribute read, so for them it is the same function bound to the same object.
+bool SameObject(PyObject* v, PyObject* pinned) {
+  if (v == pinned) return true;
+  if (PyMethod_Check(pinned)) {
+    return PyMethod_Check(v) && PyMethod_Function(v) == PyMethod_Function(pinned) &&
+           PyMethod_Self(v) == PyMethod_Self(pinned);
+  }
+  if (PyCFunction_Check(pinned)) {
+    PyObject* self = PyCFunction_GetSelf(pinned);
+    if (self == nullptr || PyModule_Check(self)) return false;  // module functions are stable objects
+    return Py_TYPE(v) == Py_TYPE(pinned) && PyCFunction_GetSelf(v) == self &&
+           reinterpret_cast<PyCFunctionObject*>(v)->m_ml == reinterpret_cast<PyCFunctionObject*>(pinned)->m_ml;
+  }
+  return false;
+}
+
+// Constants that cannot change in place, so the object found at compile time
+// can stand for the expected value (torch.Size, bytes, torch.dtype, ...).
+bool DeeplyImmutable(PyObject* v) {
+  if (v == Py_None || v == Py_Ellipsis || PyBool_Check(v) || PyLong_CheckExact(v) ||
+      PyFloat_CheckExact(v) || PyComplex_CheckExact(v) || PyUnicode_CheckExact(v) ||
+      PyBytes_CheckExact(v) || PyCode_Check(v) || PySlice_Check(v)) {
+    return true;
+  }
+  const char* type_name = Py_TYPE(v)->tp_name;
+  if (PyTuple_CheckExact(v) || std::strcmp(type_name, "torch.Size") == 0) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); ++i) {
+      if (!DeeplyImmutable(PyTuple_GET_ITEM(v, i))) return false;
+    }
+    return true;
+  }
+  for (const char* name : {"torch.dtype", "torch.device", "torch.memory_format", "torch.layout"}) {
+    if (std::strcmp(type_name, name) == 0) return true;
+  }
+  return false;
+}
+
+std::string Ints(const std::vector<int64_t>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }
+
+// A tuple of ints (torch.Size, a stride tuple) into `out`; false if it is not.
+bool ReadInts(PyObject* t, std::vector<int64_t>* out) {
+  if (t == nullptr || !PyTuple_Check(t)) return false;
+  out->clear();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
+    long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+    if (x == -1 && PyErr_Occurred()) return false;
+    out->push_back(x);
+  }
+  return true;
+}
+
+bool IntsEqual(PyObject* t, const std::vector<int64_t>& want) {
+  if (t == nullptr || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) != static_cast<Py_ssize_t>(want.size())) {
+    return false;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(t, static_cast<Py_ssize_t>(i)));
+    if (x != want[i] || (x == -1 && PyErr_Occurred())) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+struct GuardEvaluator::Program {
+  std::vector<ir::Guard> guards;   // as compiled, for messages
+  std::vector<GuardRef> refs;      // parallel to guards
+  std::vector<Node> nodes;             // preorder
+  std::vector<CompiledCheck> checks;   // grouped by node
+  int max_depth = 0;
+  std::vector<GlobalCheck> globals;
+  std::vector<TensorSpec> tensors;
+  Object s_parameters, s_buffers, s_modules, s_shape, s_dtype, s_device, s_requires_grad, s_stride;
+
+  Object Read(const Step& s, PyObject* base, const FrameView& f) const;
+  Object ReadAttr(const Step& s, PyObject* base) const;
+  Object ReadIndex(const Step& s, PyObject* base) const;
+  Object ReadKey(const Step& s, PyObject* base) const;
+  Object ModulesOf(PyObject* v) const;
+  Py_ssize_t Length(const CompiledCheck& c, PyObject* v) const;
+  Object TensorField(const TensorSpec& t, PyObject* v, PyGetSetDef* fast, PyObject* name) const;
+  bool TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const;
+  bool Holds(const CompiledCheck& c, PyObject* v, std::string* why) const;
+  bool GlobalHolds(const GlobalCheck& g, std::string* why) const;
+  bool Run(const FrameView& f) const;
+  // Resolves guard i's source in `f`: the value, or null with `why` set.
+  Object Resolve(int node, const FrameView& f) const;
+  std::optional<std::string> ExplainGuard(size_t i, const FrameView& f) const;
+};
+
+using Program = GuardEvaluator::Program;
+
+Object Program::Read(const Step& s, PyObject* base, const FrameView& f) const {
+  switch (s.kind) {
+    case StepKind::kLocal: {
+      PyObject* v = nullptr;
+      if (f.locals != nullptr && (f.names == nullptr || static_cast<size_t>(s.slot) < f.names->size())) {
+        v = f.locals[s.slot];
+        if (v != nullptr && s.cell && PyCell_Check(v)) v = PyCell_GET(v);
+      }
+      if (v == nullptr) PyErr_SetObject(PyExc_KeyError, s.key.get());
+      return Object::Borrow(v);
+    }
+    case StepKind::kGlobal:
+      return DictItem(f.globals, s.key.get());
+    case StepKind::kModule:
+      return DictItem(PyImport_GetModuleDict(), s.key.get());
+    case StepKind::kAttr:
+      return ReadAttr(s, base);
+    case StepKind::kIndex:
+      return ReadIndex(s, base);
+    case StepKind::kKey:
+      return ReadKey(s, base);
+  }
+  return {};
+}
+
+Object Program::ReadAttr(const Step& s, PyObject* base) const {
+  if (s.plan != Plan::kGeneric && s.pin.Holds(base)) {
+    Object dict = Object::Steal(PyObject_GenericGetDict(base, nullptr));
+    if (!dict) return {};
+    if (PyObject* v = PyDict_GetItemWithError(dict.get(), s.key.get())) return Object::Borrow(v);
+    if (PyErr_Occurred()) return {};
+    if (s.plan == Plan::kNnModule) {
+      // nn.Module.__getattr__, which Python runs after a miss in __dict__.
+      for (PyObject* which : {s_parameters.get(), s_buffers.get(), s_modules.get()}) {
+        PyObject* d = PyDict_GetItemWithError(dict.get(), which);
+        if (d == nullptr) {
+          if (PyErr_Occurred()) return {};
+          continue;
+        }
+        if (!IsPlainDict(d)) return Object::Steal(PyObject_GetAttr(base, s.key.get()));
+        if (PyObject* v = PyDict_GetItemWithError(d, s.key.get())) return Object::Borrow(v);
+        if (PyErr_Occurred()) return {};
+      }
+      PyErr_Format(PyExc_AttributeError, "'%s' object has no attribute '%U'", _PyType_Name(Py_TYPE(base)),
+                   s.key.get());
+      return {};
+    }
+  }
+  return Object::Steal(PyObject_GetAttr(base, s.key.get()));
+}
+
+Object Program::ModulesOf(PyObject* v) const {
+  Object dict = Object::Steal(PyObject_GenericGetDict(v, nullptr));
+  if (!dict) {
+    PyErr_Clear();
+    return {};
+  }
+  PyObject* m = PyDict_GetItemWithError(dict.get(), s_modules.get());
+  if (m == nullptr || !IsPlainDict(m)) {
+    PyErr_Clear();
+    return {};
+  }
+  return Object::Borrow(m);
+}
+
+Object Program::ReadIndex(const Step& s, PyObject* base) const {
+  if (PyList_CheckExact(base) || PyTuple_CheckExact(base)) {
+    bool list = PyList_CheckExact(base);
+    Py_ssize_t n = Py_SIZE(base);
+    Py_ssize_t i = static_cast<Py_ssize_t>(s.index);
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) {
+      PyErr_SetString(PyExc_IndexError, list ? "list index out of range" : "tuple index out of range");
+      return {};
+    }
+    return Object::Borrow(list ? PyList_GET_ITEM(base, i) : PyTuple_GET_ITEM(base, i));
+  }
+  if ((s.plan == Plan::kSequential || s.plan == Plan::kModuleList) && s.pin.Holds(base)) {
+    if (Object modules = ModulesOf(base)) {
+      PyObject* m = modules.get();
+      Py_ssize_t n = PyDict_Size(m);
+      Py_ssize_t i = static_cast<Py_ssize_t>(s.index);
+      if (i < -n || i >= n) {
+        PyErr_Format(PyExc_IndexError, "index %lld is out of range", static_cast<long long>(s.index));
+        return {};
+      }
+      if (i < 0) i += n;
+      if (s.plan == Plan::kModuleList) {  // _modules[str(i)]
+        Object key = s.index >= 0 ? s.index_key : Object::Steal(PyUnicode_FromFormat("%zd", i));
+        return key ? DictItem(m, key.get()) : Object();
+      }
+      // Sequential: the i-th value, in the dict's own order.
+      if (PyDict_CheckExact(m)) {
+        Py_ssize_t pos = 0, at = 0;
+        PyObject *k = nullptr, *v = nullptr;
+        while (PyDict_Next(m, &pos, &k, &v)) {
+          if (at++ == i) return Object::Borrow(v);
+        }
+      } else {  // an OrderedDict keeps its order apart from the dict's
+        Object it = Object::Steal(PyObject_GetIter(m));
+        for (Py_ssize_t at = 0; it; ++at) {
+          Object k = Object::Steal(PyIter_Next(it.get()));
+          if (!k) break;
+          if (at == i) return DictItem(m, k.get());
+        }
+      }
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "_modules changed size");
+      return {};
+    }
+  }
+  return Object::Steal(PyObject_GetItem(base, s.key.get()));
+}
+
+Object Program::ReadKey(const Step& s, PyObject* base) const {
+  if (PyDict_CheckExact(base)) return DictItem(base, s.key.get());
+  if (s.plan == Plan::kModuleDict && s.pin.Holds(base)) {
+    if (Object modules = ModulesOf(base)) return DictItem(modules.get(), s.key.get());
+  }
+  return Object::Steal(PyObject_GetItem(base, s.key.get()));
+}
+
+Py_ssize_t Program::Length(const CompiledCheck& c, PyObject* v) const {
+  if (c.plan != Plan::kGeneric && c.pin.Holds(v)) {
+    if (Object modules = ModulesOf(v)) return PyDict_Size(modules.get());
+  }
+  return PyObject_Length(v);
+}
+
+Object Program::TensorField(const TensorSpec& t, PyObject* v, PyGetSetDef* fast, PyObject* name) const {
+  if (t.fast && fast != nullptr && t.type.Holds(v)) return Object::Steal(fast->get(v, fast->closure));
+  return Object::Steal(PyObject_GetAttr(v, name));
+}
+
+bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(v)) != t.type.type.get()) {
+    if (why != nullptr) {
+      // A tensor of another class (nn.Parameter for torch.Tensor) or no tensor.
+      bool is_tensor = false;
+      PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");
+      if (torch != nullptr) {
+        Object cls = Object::Steal(PyObject_GetAttrString(torch, "Tensor"));
+        is_tensor = cls && PyObject_IsInstance(v, cls.get()) == 1;
+        PyErr_Clear();
+      }
+      *why = is_tensor ? absl::StrCat("type: expected ", IdentityName(t.type.type.get()), ", got ",
+                                      IdentityName(reinterpret_cast<PyObject*>(Py_TYPE(v))))
+                       : absl::StrCat("expected a tensor, got ", TypeShortName(v));
+    }
+    return false;
+  }
+  // python/dynamo/guards.py's field order, so Explain names the same field.
+  Object dtype = TensorField(t, v, t.dtype_get, s_dtype.get());
+  if (dtype.get() != t.dtype.get()) {
+    if (why != nullptr) *why = absl::StrCat("dtype: expected ", Str(t.dtype.get()), ", got ", dtype ? Str(dtype.get()) : TakeErrorRepr());
+    return false;
+  }
+  Object device = TensorField(t, v, t.device_get, s_device.get());
+  if (!device || PyObject_RichCompareBool(device.get(), t.device.get(), Py_EQ) != 1) {
+    if (why != nullptr) {
+      *why = absl::StrCat("device: expected ", Str(t.device.get()), ", got ", device ? Str(device.get()) : TakeErrorRepr());
+    }
+    return false;
+  }
+  Object shape = TensorField(t, v, t.shape, s_shape.get());
+  if (!IntsEqual(shape.get(), t.sizes)) {
+    if (why != nullptr) {
+      std::vector<int64_t> got;
+      *why = absl::StrCat("sizes: expected ", Ints(t.sizes), ", got ", ReadInts(shape.get(), &got) ? Ints(got) : TakeErrorRepr());
+    }
+    return false;
+  }
+  if (t.check_strides) {
+    Object strides = t.fast && t.type.Holds(v) ? Object::Steal(PyObject_Vectorcall(t.stride, &v, 1, nullptr))
+                                               : Object::Steal(PyObject_CallMethodNoArgs(v, s_stride.get()));
+    if (!IntsEqual(strides.get(), t.strides)) {
+      if (why != nullptr) {
+        std::vector<int64_t> got;
+        *why = absl::StrCat("strides: expected ", Ints(t.strides), ", got ",
+                            ReadInts(strides.get(), &got) ? Ints(got) : TakeErrorRepr());
+      }
+      return false;
+    }
+  }
+  Object grad = TensorField(t, v, t.requires_grad_get, s_requires_grad.get());
+  if (grad.get() != (t.requires_grad ? Py_True : Py_False)) {
+    if (why != nullptr) {
+      *why = absl::StrCat("requires_grad: expected ", t.requires_grad ? "True" : "False", ", got ",
+                          grad ? Str(grad.get()) : TakeErrorRepr());
+    }
+    return false;
+  }
+  return true;
+}
+
+bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const {
+  const ir::Guard& g = guards[static_cast<size_t>(c.guard)];
+  switch (c.kind) {
+    case ir::Guard::ID_MATCH:
+      if (SameObject(v, c.object.get())) return true;
+      if (why != nullptr) {
+        std::string got = IdentityName(v);
+        *why = absl::StrCat("expected ", g.value().string_value(), ", got ",
+                            got == g.value().string_value() ? "another object named " : "", got);
+      }
+      return false;
+    case ir::Guard::TYPE_MATCH:
+      if (reinterpret_cast<PyObject*>(Py_TYPE(v)) == c.object.get()) return true;
+      if (why != nullptr) {
+        *why = absl::StrCat("expected type ", g.value().string_value(), ", got ",
+                            IdentityName(reinterpret_cast<PyObject*>(Py_TYPE(v))));
+      }
+      return false;
+    case ir::Guard::IS_NONE:
+      if (v == Py_None) return true;
+      if (why != nullptr) *why = absl::StrCat("expected None, got ", TypeShortName(v));
+      return false;
+    case ir::Guard::EQUALS_MATCH:
+      if (SameConstant(v, c.object.get()) == 1) return true;
+      if (why != nullptr) {
+        PyErr_Clear();
+        *why = absl::StrCat("expected ", python::Repr(c.object), ", got ", python::Repr(Object::Borrow(v)));
+      }
+      return false;
+    case ir::Guard::LENGTH_MATCH: {
+      Py_ssize_t n = Length(c, v);
+      if (n == c.length) return true;
+      if (why != nullptr) {
+        *why = absl::StrCat("expected length ", c.length, ", got ", n >= 0 ? absl::StrCat(n) : TakeErrorRepr());
+      }
+      return false;
+    }
+    case ir::Guard::TENSOR_MATCH:
+      return TensorHolds(tensors[static_cast<size_t>(c.tensor)], v, why);
+    default:
+      if (why != nullptr) *why = "unknown guard kind";
+      return false;
+  }
+}
+
+bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
+  Object got = Object::Steal(PyObject_CallNoArgs(g.reader.get()));
+  if (got.get() == (g.expected ? Py_True : Py_False)) return true;
+  if (why != nullptr) {
+    *why = absl::StrCat("expected ", g.expected ? "True" : "False", ", got ", got ? Str(got.get()) : TakeErrorRepr());
+  }
+  return false;
+}
+
+bool Program::Run(const FrameView& f) const {
+  // values[d]: the value of the node last read at depth d, which in preorder
+  // is the parent of the next node at depth d + 1.
+  absl::InlinedVector<Object, 8> values(static_cast<size_t>(max_depth) + 1);
+  const CompiledCheck* check = checks.data();
+  for (const Node& n : nodes) {
+    size_t d = static_cast<size_t>(n.depth);
+    values[d] = Read(n.step, d > 0 ? values[d - 1].get() : nullptr, f);
+    PyObject* v = values[d].get();
+    if (v == nullptr) return false;
+    for (const CompiledCheck* end = checks.data() + n.check_end; check != end; ++check) {
+      if (!Holds(*check, v, nullptr)) return false;
+    }
+  }
+  return true;
+}
+
+Object Program::Resolve(int node, const FrameView& f) const {
+  std::vector<int> chain;
+  for (int i = node; i >= 0; i = nodes[static_cast<size_t>(i)].parent) chain.push_back(i);
+  Object v;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    v = Read(nodes[static_cast<size_t>(*it)].step, v.get(), f);
+    if (!v) return {};
+  }
+  return v;
+}
+
+std::optional<std::string> Program::ExplainGuard(size_t i, const FrameView& f) const {
+  const GuardRef& ref = refs[i];
+  const std::string& source = guards[i].source();
+  std::string why;
+  if (ref.node < 0) {
+    if (GlobalHolds(globals[static_cast<size_t>(ref.check)], &why)) return std::nullopt;
+  } else {
+    Object v = Resolve(ref.node, f);
+    if (!v) return absl::StrCat(source, ": cannot be read (", TakeErrorRepr(), ")");
+    if (Holds(checks[static_cast<size_t>(ref.check)], v.get(), &why)) return std::nullopt;
+  }
+  PyErr_Clear();
+  return absl::StrCat(source, ": ", why);
+}
+
+// ---------------------------------------------------------------------------
+// Compilation.
+
+namespace {
+
+// What the fast paths compare against, borrowed from CPython and torch
+// (both keep them alive for the life of the process).
+struct Known {
+  PyObject* module_getattribute = nullptr;  // types.ModuleType.__getattribute__
+  PyObject* nn_module_getattr = nullptr;    // torch.nn.Module.__getattr__
+  struct Container {
+    Plan plan;
+    PyObject* getitem = nullptr;
+    PyObject* len = nullptr;
+    PyObject* helper = nullptr;   // _get_item_by_idx / _get_abs_string_index
+    const char* helper_name = nullptr;
+  };
+  std::vector<Container> containers;
+};
+
+PyObject* ClassAttr(PyObject* module, const char* cls, const char* name) {
+  Object c = Object::Steal(PyObject_GetAttrString(module, cls));
+  if (!c || !PyType_Check(c.get())) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(c.get())->tp_dict, name);
+}
+
+Known FindKnown() {
+  Known k;
+  k.module_getattribute = PyDict_GetItemString(PyModule_Type.tp_dict, "__getattribute__");
+  PyObject* modules = PyImport_GetModuleDict();
+  if (PyObject* m = PyDict_GetItemString(modules, "torch.nn.modules.module")) {
+    k.nn_module_getattr = ClassAttr(m, "Module", "__getattr__");
+  }
+  if (PyObject* m = PyDict_GetItemString(modules, "torch.nn.modules.container")) {
+    k.containers = {
+        {Plan::kSequential, ClassAttr(m, "Sequential", "__getitem__"), ClassAttr(m, "Sequential", "__len__"),
+         ClassAttr(m, "Sequential", "_get_item_by_idx"), "_get_item_by_idx"},
+        {Plan::kModuleList, ClassAttr(m, "ModuleList", "__getitem__"), ClassAttr(m, "ModuleList", "__len__"),
+         ClassAttr(m, "ModuleList", "_get_abs_string_index"), "_get_abs_string_index"},
+        {Plan::kModuleDict, ClassAttr(m, "ModuleDict", "__getitem__"), ClassAttr(m, "ModuleDict", "__len__"),
+         nullptr, nullptr},
+    };
+  }
+  PyErr_Clear();
+  return k;
+}
+
+PyObject* TypeLookup(PyTypeObject* t, const char* name) {
+  Object n = Intern(name);
+  return n ? _PyType_Lookup(t, n.get()) : nullptr;
+}
+
+// object.__getattribute__ or any wrapper of the generic lookup.
+bool IsGenericGetattribute(PyObject* ga) {
+  return ga != nullptr && Py_IS_TYPE(ga, &PyWrapperDescr_Type) &&
+         reinterpret_cast<PyWrapperDescrObject*>(ga)->d_wrapped == reinterpret_cast<void*>(&PyObject_GenericGetAttr);
+}
+
+bool HasInstanceDict(PyTypeObject* t) {
+  return t->tp_dictoffset != 0 || (t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+}
+
+// How `step` (an attribute) reads from objects like `base`.
+void PlanAttr(Step& step, PyObject* base, const Known& k) {
+  PyTypeObject* t = Py_TYPE(base);
+  PyObject* ga = TypeLookup(t, "__getattribute__");
+  bool generic = IsGenericGetattribute(ga);
+  bool module = ga != nullptr && ga == k.module_getattribute;
+  if ((!generic && !module) || !HasInstanceDict(t)) return;
+  PyObject* descr = _PyType_Lookup(t, step.key.get());
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return;  // a data descriptor wins
+  Plan plan = Plan::kDict;
+  if (generic && descr == nullptr && k.nn_module_getattr != nullptr &&
+      TypeLookup(t, "__getattr__") == k.nn_module_getattr) {
+    plan = Plan::kNnModule;
+  }
+  if (step.pin.Pin(t)) step.plan = plan;
+}
+
+// Sequential / ModuleList / ModuleDict, when `v`'s class uses their methods.
+Plan PlanContainer(PyObject* v, PinnedType* pin, const Known& k, bool for_len) {
+  PyTypeObject* t = Py_TYPE(v);
+  if (!HasInstanceDict(t) || !IsGenericGetattribute(TypeLookup(t, "__getattribute__"))) return Plan::kGeneric;
+  PyObject* descr = TypeLookup(t, "_modules");
+  if (descr != nullptr) return Plan::kGeneric;
+  PyObject* getitem = TypeLookup(t, "__getitem__");
+  PyObject* len = TypeLookup(t, "__len__");
+  for (const Known::Container& c : k.containers) {
+    if (c.len == nullptr || len != c.len) continue;
+    if (!for_len) {
+      if (c.getitem == nullptr || getitem != c.getitem) continue;
+      if (c.helper_name != nullptr && TypeLookup(t, c.helper_name) != c.helper) continue;
+    }
+    return pin->Pin(t) ? c.plan : Plan::kGeneric;
+  }
+  return Plan::kGeneric;
+}
+
+// The value of one step at compile time, with Python's own semantics.
+Object ReadGeneric(const Step& s, PyObject* base, const FrameView& f, const Program& p) {
+  switch (s.kind) {
+    case StepKind::kLocal:
+    case StepKind::kGlobal:
+    case StepKind::kModule:
+      return p.Read(s, base, f);
+    case StepKind::kAttr:
+      return Object::Steal(PyObject_GetAttr(base, s.key.get()));
+    case StepKind::kIndex:
+    case StepKind::kKey:
+      return Object::Steal(PyObject_GetItem(base, s.key.get()));
+  }
+  return {};
+}
+
+absl::StatusOr<Object> TorchAttr(absl::string_view name) {
+  absl::StatusOr<Object> torch = python::Import("torch");
+  if (!torch.ok()) return torch.status();
+  return python::GetAttr(*torch, name);
+}
+
+absl::StatusOr<Object> DeviceObject(const ir::Device& d) {
+  absl::StatusOr<Object> device = TorchAttr("device");
+  if (!device.ok()) return device.status();
+  std::vector<Object> args = {python::FromString(d.type().empty() ? "cpu" : d.type())};
+  if (d.index() >= 0 && d.type() != "cpu") args.push_back(python::FromLong(d.index()));  // as loader.device_of
+  return python::Call(*device, args);
+}
+
+// An IR constant as a fresh Python object.
+absl::StatusOr<Object> FromArgument(const ir::Argument& a) {
+  switch (a.value_case()) {
+    case ir::Argument::kIntValue:
+      return Object::Steal(PyLong_FromLongLong(a.int_value()));
+    case ir::Argument::kFloatValue:
+      return Object::Steal(PyFloat_FromDouble(a.float_value()));
+    case ir::Argument::kBoolValue:
+      return python::FromBool(a.bool_value());
+    case ir::Argument::kStringValue:
+      return python::FromString(a.string_value());
+    case ir::Argument::kNone:
+      return python::None();
+    case ir::Argument::kEllipsis:
+      return Object::Borrow(Py_Ellipsis);
+    case ir::Argument::kList: {
+      std::vector<Object> items;
+      for (const ir::Argument& item : a.list().items()) {
+        absl::StatusOr<Object> o = FromArgument(item);
+        if (!o.ok()) return o.status();
+        items.push_back(*std::move(o));
+      }
+      return a.list().is_tuple() ? python::MakeTuple(items) : python::MakeList(items);
+    }
+    case ir::Argument::kDict: {
+      if (a.dict().keys_size() != a.dict().values_size()) return absl::InvalidArgumentError("a dict with unpaired keys");
+      Object d = Object::Steal(PyDict_New());
+      for (int i = 0; i < a.dict().keys_size(); ++i) {
+        absl::StatusOr<Object> o = FromArgument(a.dict().values(i));
+        if (!o.ok()) return o.status();
+        if (PyDict_SetItem(d.get(), python::FromString(a.dict().keys(i)).get(), o->get()) < 0) {
+          return python::FetchError("building a dict constant");
+        }
+      }
+      return d;
+    }
+    case ir::Argument::kDtype: {
+      absl::StatusOr<ops::DType> dt = ops::FromProto(a.dtype());
+      if (!dt.ok()) return dt.status();
+      return TorchAttr(ops::DTypeName(*dt));
+    }
+    case ir::Argument::kDevice:
+      return DeviceObject(a.device());
+    case ir::Argument::kMemoryFormat:
+      switch (a.memory_format()) {
+        case ir::MEMORY_FORMAT_CONTIGUOUS:
+          return TorchAttr("contiguous_format");
+        case ir::MEMORY_FORMAT_CHANNELS_LAST:
+          return TorchAttr("channels_last");
+        case ir::MEMORY_FORMAT_CHANNELS_LAST_3D:
+          return TorchAttr("channels_last_3d");
+        case ir::MEMORY_FORMAT_PRESERVE:
+          return TorchAttr("preserve_format");
+        default:
+          return absl::InvalidArgumentError("an unknown memory format");
+      }
+    case ir::Argument::kLayout:
+      return TorchAttr(a.layout());
+    case ir::Argument::kSlice: {
+      auto bound = [](bool has, int64_t v) { return has ? python::FromLong(v) : python::None(); };
+      const ir::Slice& s = a.slice();
+      Object start = bound(s.has_start(), s.start()), stop = bound(s.has_stop(), s.stop()),
+             step = bound(s.has_step(), s.step());
+      return Object::Steal(PySlice_New(start.get(), stop.get(), step.get()));
+    }
+    default:
+      return absl::InvalidArgumentError("an expected value that is not a constant");
+  }
+}
+
+absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v) {
+  TensorSpec t;
+  absl::StatusOr<Object> tensor_class = TorchAttr("Tensor");
+  if (!tensor_class.ok()) return tensor_class.status();
+  if (PyObject_IsInstance(v, tensor_class->get()) != 1) {
+    PyErr_Clear();
+    return absl::FailedPreconditionError(absl::StrCat("expected a tensor, the frame holds ", TypeShortName(v)));
+  }
+  absl::StatusOr<ops::DType> dt = ops::FromProto(meta.dtype());
+  if (!dt.ok()) return dt.status();
+  absl::StatusOr<Object> dtype = TorchAttr(ops::DTypeName(*dt));
+  if (!dtype.ok()) return dtype.status();
+  t.dtype = *dtype;
+  absl::StatusOr<Object> device = DeviceObject(meta.device());
+  if (!device.ok()) return device.status();
+  t.device = *device;
+  for (const ir::Dim& d : meta.sizes()) {
+    if (d.value_case() != ir::Dim::kSize) {
+      return absl::UnimplementedError(absl::StrCat("symbolic size '", d.symbol(), "' cannot be checked yet"));
+    }
+    t.sizes.push_back(d.size());
+  }
+  for (const ir::Dim& d : meta.strides()) {
+    if (d.value_case() != ir::Dim::kSize) {
+      return absl::UnimplementedError(absl::StrCat("symbolic stride '", d.symbol(), "' cannot be checked yet"));
+    }
+    t.strides.push_back(d.size());
+  }
+  t.check_strides = !t.strides.empty();
+  t.requires_grad = meta.requires_grad();
+
+  // The exact type, and its C getters when the generic lookup would find
+  // them (getset descriptors are data descriptors: an instance __dict__
+  // cannot shadow them).
+  PyTypeObject* type = Py_TYPE(v);
+  auto getset = [&](const char* name) -> PyGetSetDef* {
+    PyObject* d = TypeLookup(type, name);
+    if (d == nullptr || !Py_IS_TYPE(d, &PyGetSetDescr_Type)) return nullptr;
+    PyGetSetDef* def = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset;
+    return def->get != nullptr ? def : nullptr;
+  };
+  t.shape = getset("shape");
+  t.dtype_get = getset("dtype");
+  t.device_get = getset("device");
+  t.requires_grad_get = getset("requires_grad");
+  PyObject* stride = TypeLookup(type, "stride");
+  t.stride = stride != nullptr && Py_IS_TYPE(stride, &PyMethodDescr_Type) ? stride : nullptr;
+  bool generic = IsGenericGetattribute(TypeLookup(type, "__getattribute__"));
+  bool pinned = t.type.Pin(type);
+  if (!pinned) t.type.type = Object::Borrow(reinterpret_cast<PyObject*>(type));
+  t.fast = pinned && generic && t.shape && t.dtype_get && t.device_get && t.requires_grad_get && t.stride;
+  return t;
+}
+
+absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Program& p, const Known& k) {
+  CompiledCheck c;
+  c.kind = g.kind();
+  auto name_mismatch = [&](const std::string& found) {
+    return absl::FailedPreconditionError(absl::StrCat("expected ", g.value().string_value(),
+                                                      ", the frame holds ", found));
+  };
+  switch (g.kind()) {
+    case ir::Guard::ID_MATCH: {
+      std::string name = IdentityName(v);
+      if (g.value().value_case() != ir::Argument::kStringValue) return absl::InvalidArgumentError("no name recorded");
+      if (name != g.value().string_value()) return name_mismatch(name);
+      c.object = Object::Borrow(v);
+      return c;
+    }
+    case ir::Guard::TYPE_MATCH: {
+      PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(v));
+      std::string name = IdentityName(type);
+      if (g.value().value_case() != ir::Argument::kStringValue) return absl::InvalidArgumentError("no name recorded");
+      if (name != g.value().string_value()) return name_mismatch(name);
+      c.object = Object::Borrow(type);
+      return c;
+    }
+    case ir::Guard::IS_NONE:
+      return c;
+    case ir::Guard::EQUALS_MATCH: {
+      if (DeeplyImmutable(v)) {
+        // The very constant the frame holds stands for the recorded one; it
+        // must be the one the trace recorded.
+        bool same = false;
+        if (g.value().value_case() == ir::Argument::kStringValue && !PyUnicode_CheckExact(v)) {
+          same = python::Repr(Object::Borrow(v)) == g.value().string_value();  // not an IR constant: its repr
+        } else {
+          absl::StatusOr<Object> recorded = FromArgument(g.value());
+          if (!recorded.ok()) return recorded.status();
+          same = PyObject_RichCompareBool(v, recorded->get(), Py_EQ) == 1;
+          PyErr_Clear();
+        }
+        if (!same) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("the frame holds ", python::Repr(Object::Borrow(v)), ", not the recorded value"));
+        }
+        c.object = Object::Borrow(v);
+      } else {
+        // A container that may change in place: a fresh copy of the recorded value.
+        absl::StatusOr<Object> recorded = FromArgument(g.value());
+        if (!recorded.ok()) return recorded.status();
+        c.object = *recorded;
+      }
+      return c;
+    }
+    case ir::Guard::LENGTH_MATCH:
+      c.length = g.value().int_value();
+      c.plan = PlanContainer(v, &c.pin, k, /*for_len=*/true);
+      return c;
+    case ir::Guard::TENSOR_MATCH: {
+      if (!g.has_tensor()) return absl::InvalidArgumentError("no tensor metadata");
+      absl::StatusOr<TensorSpec> t = CompileTensor(g.tensor(), v);
+      if (!t.ok()) return t.status();
+      c.tensor = static_cast<int>(p.tensors.size());
+      p.tensors.push_back(*std::move(t));
+      return c;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown guard kind ", static_cast<int>(g.kind())));
+  }
+}
+
+// The accessor tree as it is built, before it is laid out in preorder.
+struct TreeNode {
+  Step step;
+  int parent = -1;
+  std::vector<CompiledCheck> checks;
+  std::vector<int> children;
+};
+
+// Lays the tree out in preorder, checks cheapest first within each node.
+void Flatten(std::vector<TreeNode>& tree, const std::vector<int>& roots, Program& p) {
+  std::vector<std::pair<int, int>> stack;  // (tree index, parent's flat index)
+  for (auto r = roots.rbegin(); r != roots.rend(); ++r) stack.emplace_back(*r, -1);
+  while (!stack.empty()) {
+    auto [t, parent] = stack.back();
+    stack.pop_back();
+    TreeNode& tn = tree[static_cast<size_t>(t)];
+    Node n;
+    n.step = std::move(tn.step);
+    n.parent = parent;
+    n.depth = parent < 0 ? 0 : p.nodes[static_cast<size_t>(parent)].depth + 1;
+    p.max_depth = std::max(p.max_depth, n.depth);
+    int index = static_cast<int>(p.nodes.size());
+    std::stable_sort(tn.checks.begin(), tn.checks.end(),
+                     [](const CompiledCheck& a, const CompiledCheck& b) { return Cost(a.kind) < Cost(b.kind); });
+    n.check_begin = static_cast<int>(p.checks.size());
+    for (CompiledCheck& c : tn.checks) {
+      p.refs[static_cast<size_t>(c.guard)] = GuardRef{index, static_cast<int>(p.checks.size())};
+      p.checks.push_back(std::move(c));
+    }
+    n.check_end = static_cast<int>(p.checks.size());
+    p.nodes.push_back(std::move(n));
+    for (auto c = tn.children.rbegin(); c != tn.children.rend(); ++c) stack.emplace_back(*c, index);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(
+    const google::protobuf::RepeatedPtrField<ir::Guard>& guards, const FrameView& at_capture) {
+  return Compile(std::vector<ir::Guard>(guards.begin(), guards.end()), at_capture);
+}
+
+absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Guard>& guards,
+                                                       const FrameView& at_capture) {
+  if (at_capture.locals == nullptr || at_capture.names == nullptr || at_capture.globals == nullptr) {
+    return absl::InvalidArgumentError("the frame needs locals, names and globals");
+  }
+  auto p = std::make_shared<Program>();
+  p->guards = guards;
+  p->refs.resize(guards.size());
+  const std::pair<Object*, const char*> interned[] = {
+      {&p->s_parameters, "_parameters"}, {&p->s_buffers, "_buffers"}, {&p->s_modules, "_modules"},
+      {&p->s_shape, "shape"},            {&p->s_dtype, "dtype"},      {&p->s_device, "device"},
+      {&p->s_requires_grad, "requires_grad"}, {&p->s_stride, "stride"}};
+  for (const auto& [slot, name] : interned) *slot = Intern(name);
+  const Known known = FindKnown();
+  absl::flat_hash_map<std::string, int> node_of;  // "parent|kind|name|index" -> node
+  std::vector<TreeNode> tree;
+  std::vector<int> roots;
+  std::vector<Object> seen;                       // per node: its value in `at_capture`
+
+  for (size_t gi = 0; gi < guards.size(); ++gi) {
+    const ir::Guard& g = guards[gi];
+    auto fail = [&](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat("guard ", ir::Guard::Kind_Name(g.kind()), " ", g.source(), ": ",
+                                                 s.message()));
+    };
+    if (g.kind() == ir::Guard::GLOBAL_STATE) {
+      absl::StatusOr<Object> reader = TorchAttr(g.source() == "grad_mode" ? "is_grad_enabled" : g.source());
+      if (!reader.ok() || !PyCallable_Check(reader->get())) {
+        return fail(absl::InvalidArgumentError("unknown global state"));
+      }
+      p->refs[gi] = GuardRef{-1, static_cast<int>(p->globals.size())};
+      p->globals.push_back(GlobalCheck{*reader, g.value().bool_value()});
+      continue;
+    }
+    absl::StatusOr<std::vector<Token>> tokens = ParseSource(g.source());
+    if (!tokens.ok()) return fail(tokens.status());
+    int parent = -1;
+    for (const Token& t : *tokens) {
+      std::string key = absl::StrCat(parent, "|", static_cast<int>(t.kind), "|", t.name, "|", t.index);
+      if (auto it = node_of.find(key); it != node_of.end()) {
+        parent = it->second;
+        continue;
+      }
+      Step step;
+      step.kind = static_cast<StepKind>(t.kind);
+      step.index = t.index;
+      step.key = t.kind == Token::kIndex ? python::FromLong(t.index) : Intern(t.name);
+      if (!step.key) return python::FetchError("interning a source name");
+      if (t.kind == Token::kLocal) {
+        const std::vector<std::string>& names = *at_capture.names;
+        auto found = std::find(names.begin(), names.end(), t.name);
+        if (found == names.end()) return fail(absl::InvalidArgumentError(absl::StrCat("the frame has no local '", t.name, "'")));
+        step.slot = static_cast<int>(found - names.begin());
+        step.cell = at_capture.cells != nullptr && (*at_capture.cells)[static_cast<size_t>(step.slot)];
+      }
+      PyObject* base = parent >= 0 ? seen[static_cast<size_t>(parent)].get() : nullptr;
+      Object value = ReadGeneric(step, base, at_capture, *p);
+      if (!value) {
+        return fail(absl::FailedPreconditionError(absl::StrCat(
+            g.source().substr(0, t.end), " cannot be read in the frame it is compiled against: ", TakeErrorRepr())));
+      }
+      if (t.kind == Token::kAttr) {
+        PlanAttr(step, base, known);
+      } else if (t.kind == Token::kIndex && !PyList_CheckExact(base) && !PyTuple_CheckExact(base)) {
+        step.plan = PlanContainer(base, &step.pin, known, /*for_len=*/false);
+        if (step.plan == Plan::kModuleDict) step.plan = Plan::kGeneric;
+        if (step.plan == Plan::kModuleList && t.index >= 0) step.index_key = Intern(std::to_string(t.index));
+      } else if (t.kind == Token::kKey && !PyDict_CheckExact(base)) {
+        step.plan = PlanContainer(base, &step.pin, known, /*for_len=*/false);
+        if (step.plan != Plan::kModuleDict) step.plan = Plan::kGeneric;
+      }
+      if (step.plan != Plan::kGeneric) {
+        // The fast path must find what Python found; if not, Python's way it is.
+        Object fast = p->Read(step, base, at_capture);
+        if (fast.get() != value.get()) step.plan = Plan::kGeneric;
+        PyErr_Clear();
+      }
+      TreeNode node;
+      node.step = std::move(step);
+      node.parent = parent;
+      int index = static_cast<int>(tree.size());
+      tree.push_back(std::move(node));
+      seen.push_back(std::move(value));
+      (parent >= 0 ? tree[static_cast<size_t>(parent)].children : roots).push_back(index);
+      node_of.emplace(std::move(key), index);
+      parent = index;
+    }
+    absl::StatusOr<CompiledCheck> check = CompileCheck(g, seen[static_cast<size_t>(parent)].get(), *p, known);
+    if (!check.ok()) return fail(check.status());
+    check->guard = static_cast<int>(gi);
+    tree[static_cast<size_t>(parent)].checks.push_back(*std::move(check));
+  }
+  Flatten(tree, roots, *p);
+  // Compiled against the frame the trace saw, every guard must hold there.
+  for (size_t gi = 0; gi < guards.size(); ++gi) {
+    if (std::optional<std::string> why = p->ExplainGuard(gi, at_capture)) {
+      return absl::FailedPreconditionError(absl::StrCat("guard does not hold on the frame it is compiled against: ", *why));
+    }
+  }
+  return GuardEvaluator(std::move(p));
+}
+
+bool GuardEvaluator::Check(const FrameView& frame) const {
+  const Program& p = *program_;
+  for (const GlobalCheck& g : p.globals) {
+    if (!p.GlobalHolds(g, nullptr)) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  if (!p.Run(frame)) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+int GuardEvaluator::FirstFailing(const FrameView& frame) const {
+  for (size_t i = 0; i < program_->guards.size(); ++i) {
+    if (program_->ExplainGuard(i, frame)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::optional<std::string> GuardEvaluator::Explain(const FrameView& frame) const {
+  for (size_t i = 0; i < program_->guards.size(); ++i) {
+    if (std::optional<std::string> why = program_->ExplainGuard(i, frame)) return why;
+  }
+  return std::nullopt;
+}
+
+size_t GuardEvaluator::size() const { return program_->guards.size(); }
+size_t GuardEvaluator::accessor_count() const { return program_->nodes.size(); }
+
+// ---------------------------------------------------------------------------
+// OwnedFrame.
+
+namespace {
+
+absl::StatusOr<std::vector<std::string>> Names(const Object& code, const char* field) {
+  absl::StatusOr<Object> tuple = python::GetAttr(code, field);
+  if (!tuple.ok()) return tuple.status();
+  absl::StatusOr<std::vector<Object>> items = python::AsVector(*tuple);
+  if (!items.ok()) return items.status();
+  std::vector<std::string> out;
+  for (const Object& item : *items) {
+    absl::StatusOr<std::string> s = python::AsString(item);
+    if (!s.ok()) return s.status();
+    out.push_back(*std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<OwnedFrame> OwnedFrame::ForCode(const Object& code, const Object& locals, const Object& globals) {
+  if (!code || !PyCode_Check(code.get())) return absl::InvalidArgumentError("ForCode needs a code object");
+  if (!locals || !PyDict_Check(locals.get())) return absl::InvalidArgumentError("locals must be a dict");
+  absl::StatusOr<std::vector<std::string>> varnames = Names(code, "co_varnames");
+  absl::StatusOr<std::vector<std::string>> cellvars = Names(code, "co_cellvars");
+  absl::StatusOr<std::vector<std::string>> freevars = Names(code, "co_freevars");
+  if (!varnames.ok()) return varnames.status();
+  if (!cellvars.ok()) return cellvars.status();
+  if (!freevars.ok()) return freevars.status();
+  OwnedFrame f;
+  f.globals_ = globals;
+  auto is_cell = [&](const std::string& n) {
+    return std::find(cellvars->begin(), cellvars->end(), n) != cellvars->end();
+  };
+  for (const std::string& n : *varnames) {
+    f.names_.push_back(n);
+    f.cells_.push_back(is_cell(n));
+  }
+  for (const std::string& n : *cellvars) {
+    if (std::find(varnames->begin(), varnames->end(), n) != varnames->end()) continue;
+    f.names_.push_back(n);
+    f.cells_.push_back(true);
+  }
+  for (const std::string& n : *freevars) {
+    f.names_.push_back(n);
+    f.cells_.push_back(true);
+  }
+  f.values_.resize(f.names_.size());
+  Py_ssize_t pos = 0;
+  PyObject *k = nullptr, *v = nullptr;
+  while (PyDict_Next(locals.get(), &pos, &k, &v)) {
+    absl::StatusOr<std::string> name = python::AsString(Object::Borrow(k));
+    if (!name.ok()) return name.status();
+    if (!f.Set(*name, Object::Borrow(v))) {
+      return absl::InvalidArgumentError(absl::StrCat("the code object has no local '", *name, "'"));
+    }
+  }
+  f.Sync();
+  return f;
+}
+
+absl::StatusOr<OwnedFrame> OwnedFrame::FromDict(const Object& locals, const Object& globals) {
+  if (!locals || !PyDict_Check(locals.get())) return absl::InvalidArgumentError("locals must be a dict");
+  OwnedFrame f;
+  f.globals_ = globals;
+  Py_ssize_t pos = 0;
+  PyObject *k = nullptr, *v = nullptr;
+  while (PyDict_Next(locals.get(), &pos, &k, &v)) {
+    absl::StatusOr<std::string> name = python::AsString(Object::Borrow(k));
+    if (!name.ok()) return name.status();
+    f.names_.push_back(*name);
+    f.cells_.push_back(false);
+    f.values_.push_back(Object::Borrow(v));
+  }
+  f.Sync();
+  return f;
+}
+
+bool OwnedFrame::Set(absl::string_view name, Object value) {
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == name) {
+      values_[i] = std::move(value);
+      Sync();
+      return true;
+    }
+  }
+  return false;
+}
+
+void OwnedFrame::Sync() {
+  raw_.resize(values_.size());
+  for (size_t i = 0; i < values_.size(); ++i) raw_[i] = values_[i].get();
+}
+
+FrameView OwnedFrame::view() const {
+  return FrameView{raw_.data(), &names_, &cells_, globals_.get()};
+}
+
+}  // namespace dynamo::guards

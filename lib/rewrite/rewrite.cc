@@ -1,0 +1,844 @@
+#include "lib/rewrite/rewrite.h"
+
+#include <Python.h>
+
+#include <functional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "lib/bytecode/assembler.h"
+#include "lib/bytecode/opcodes.h"
+#include "lib/ops/meta.h"
+#include "lib/python/error.h"
+
+namespace dynamo::rewrite {
+namespace {
+
+namespace op = bytecode::generated;
+using bytecode::AsmInstruction;
+using python::Object;
+using trace::SideEffect;
+using trace::Source;
+using trace::SourcePtr;
+using trace::StopState;
+using trace::Var;
+using trace::VarKind;
+using trace::VarPtr;
+
+absl::Status Unrebuildable(absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat("cannot rebuild ", what, " in bytecode"));
+}
+
+bool IsLocalOp(int opcode) {
+  return opcode == op::kLoadFast || opcode == op::kStoreFast || opcode == op::kDeleteFast;
+}
+bool IsCellOp(int opcode) {
+  return opcode == op::kLoadClosure || opcode == op::kLoadDeref || opcode == op::kStoreDeref ||
+         opcode == op::kDeleteDeref || opcode == op::kLoadClassderef || opcode == op::kMakeCell;
+}
+
+// What an instruction Python runs alone takes from the stack and leaves on
+// it when it falls through.
+std::pair<int, int> StackUse(const bytecode::Instruction& in) {
+  switch (in.opcode) {
+    case op::kCall: return {in.arg + 2, 1};
+    case op::kCallFunctionEx: return {3 + (in.arg & 1), 1};
+    case op::kBinaryOp: case op::kBinarySubscr: case op::kCompareOp: case op::kContainsOp:
+      return {2, 1};
+    case op::kStoreAttr: case op::kDeleteSubscr: return {2, 0};
+    case op::kStoreSubscr: return {3, 0};
+    case op::kFormatValue: return {1 + ((in.arg & 4) ? 1 : 0), 1};
+    case op::kUnpackSequence: return {1, in.arg};
+    case op::kBuildString: return {in.arg, 1};
+    case op::kPopJumpForwardIfTrue: case op::kPopJumpForwardIfFalse:
+    case op::kJumpIfTrueOrPop: case op::kJumpIfFalseOrPop:
+      return {1, 0};
+    default:  // LOAD_ATTR, GET_ITER, UNARY_*
+      return {1, 1};
+  }
+}
+
+// Which plain locals may be read at instruction `at` before being assigned
+// (a backward liveness analysis over the code, exception handlers included):
+// only those are handed to a resume function, so dead values neither travel
+// nor get guarded.
+std::vector<bool> LiveLocals(const bytecode::DecodedCode& code, size_t at) {
+  const std::vector<bytecode::Instruction>& ins = code.instructions;
+  const size_t n = ins.size(), nl = static_cast<size_t>(code.num_locals);
+  auto index_of = [&](int offset) -> int {
+    const bytecode::Instruction* t = code.At(offset);
+    return t == nullptr ? -1 : static_cast<int>(t - ins.data());
+  };
+  std::vector<std::vector<int>> succ(n);
+  for (size_t i = 0; i < n; ++i) {
+    const bytecode::OpcodeInfo& info = bytecode::Opcode(ins[i].opcode);
+    if (info.IsJump()) succ[i].push_back(index_of(ins[i].argument.jump_target));
+    if (!info.Has(bytecode::kUnconditionalJump) && !info.Has(bytecode::kScopeExit) && i + 1 < n) {
+      succ[i].push_back(static_cast<int>(i + 1));
+    }
+    for (const bytecode::ExceptionTableEntry& e : code.exception_table) {
+      if (e.start <= ins[i].offset && ins[i].offset < e.end) succ[i].push_back(index_of(e.target));
+    }
+  }
+  std::vector<std::vector<bool>> live(n + 1, std::vector<bool>(nl, false));
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t k = n; k-- > 0;) {
+      std::vector<bool> out(nl, false);
+      for (int j : succ[k]) {
+        if (j < 0) continue;
+        for (size_t v = 0; v < nl; ++v) out[v] = out[v] || live[static_cast<size_t>(j)][v];
+      }
+      const int o = ins[k].opcode;
+      const size_t slot = static_cast<size_t>(ins[k].arg);
+      if ((o == op::kStoreFast || o == op::kDeleteFast) && slot < nl) out[slot] = false;
+      if (o == op::kLoadFast && slot < nl) out[slot] = true;
+      if (out != live[k]) {
+        live[k] = std::move(out);
+        changed = true;
+      }
+    }
+  }
+  return live[at];
+}
+
+// The frame layout of the original code: which slots are plain locals and
+// which hold cells (cell variables, arguments captured by closures, free
+// variables).
+struct Layout {
+  std::vector<std::string> names;  // localsplus
+  size_t num_locals = 0;           // len(co_varnames)
+  std::vector<bool> is_cell;
+
+  static Layout Of(const bytecode::DecodedCode& code) {
+    Layout l;
+    l.names = code.localsplus;
+    l.num_locals = static_cast<size_t>(code.num_locals);
+    l.is_cell.assign(l.names.size(), false);
+    for (size_t i = l.num_locals; i < l.names.size(); ++i) l.is_cell[i] = true;
+    for (const bytecode::Instruction& in : code.instructions) {
+      if (in.opcode == op::kMakeCell) l.is_cell[static_cast<size_t>(in.arg)] = true;
+    }
+    return l;
+  }
+  int Slot(const std::string& name) const {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  std::vector<int> Cells() const {
+    std::vector<int> out;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (is_cell[i]) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+};
+
+// Builds the rewritten code's instructions and its constant and name tables.
+// Temporaries are extra co_varnames; instructions naming a cell slot are
+// fixed up at the end, when the number of temporaries is known.
+class Emitter {
+ public:
+  Emitter(const bytecode::DecodedCode& code, const Layout& layout, const trace::TraceResult& r,
+          bytecode::Location location)
+      : code_(code), layout_(layout), result_(r), location_(location) {
+    consts_ = python::AsVector(code.consts).value_or(std::vector<Object>{});
+    names_ = code.names;
+  }
+
+  void Emit(int opcode, int arg = 0, int target = -1) {
+    AsmInstruction in;
+    in.opcode = opcode;
+    in.arg = arg;
+    in.target = target;
+    in.location = location_;
+    ins_.push_back(in);
+  }
+  // An instruction whose arg is an original localsplus slot.
+  void EmitSlot(int opcode, int slot) {
+    if (static_cast<size_t>(slot) >= layout_.num_locals) fixups_.push_back(ins_.size());
+    Emit(opcode, slot);
+  }
+  int Const(const Object& o) {
+    for (size_t i = 0; i < consts_.size(); ++i) {
+      if (consts_[i].get() == o.get()) return static_cast<int>(i);
+    }
+    consts_.push_back(o);
+    return static_cast<int>(consts_.size() - 1);
+  }
+  void LoadConst(const Object& o) { Emit(op::kLoadConst, Const(o)); }
+  int Name(const std::string& n) {
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (names_[i] == n) return static_cast<int>(i);
+    }
+    names_.push_back(n);
+    return static_cast<int>(names_.size() - 1);
+  }
+  int NewTemp() {
+    temps_.push_back(absl::StrCat("___tmp", temps_.size()));
+    return static_cast<int>(layout_.num_locals + temps_.size() - 1);
+  }
+  void Call(int argc) {
+    Emit(op::kPrecall, argc);
+    Emit(op::kCall, argc);
+  }
+  void LoadGlobalCallable(const std::string& name) { Emit(op::kLoadGlobal, (Name(name) << 1) | 1); }
+  // `import a.b.c` then .b.c: the module object, whatever the globals hold.
+  void ImportPath(const std::vector<std::string>& module, const std::vector<std::string>& attrs) {
+    LoadConst(python::FromLong(0));
+    LoadConst(python::None());
+    Emit(op::kImportName, Name(absl::StrJoin(module, ".")));
+    for (size_t i = 1; i < module.size(); ++i) Emit(op::kLoadAttr, Name(module[i]));
+    for (const std::string& a : attrs) Emit(op::kLoadAttr, Name(a));
+  }
+
+  absl::Status LoadSource(const SourcePtr& s) {
+    switch (s->kind()) {
+      case Source::Kind::kLocal: {
+        int slot = layout_.Slot(s->name());
+        if (slot < 0) return Unrebuildable(s->ToString());
+        EmitSlot(layout_.is_cell[static_cast<size_t>(slot)] ? op::kLoadDeref : op::kLoadFast, slot);
+        return absl::OkStatus();
+      }
+      case Source::Kind::kGlobal:
+        Emit(op::kLoadGlobal, Name(s->name()) << 1);
+        return absl::OkStatus();
+      case Source::Kind::kModule:
+        ImportPath({"sys"}, {"modules"});
+        LoadConst(python::FromString(s->name()));
+        Emit(op::kBinarySubscr);
+        return absl::OkStatus();
+      case Source::Kind::kAttr:
+        if (absl::Status st = LoadSource(s->base()); !st.ok()) return st;
+        Emit(op::kLoadAttr, Name(s->name()));
+        return absl::OkStatus();
+      case Source::Kind::kItem:
+        if (absl::Status st = LoadSource(s->base()); !st.ok()) return st;
+        LoadConst(s->is_index() ? python::FromLong(s->index()) : python::FromString(s->name()));
+        Emit(op::kBinarySubscr);
+        return absl::OkStatus();
+    }
+    return Unrebuildable(s->ToString());
+  }
+
+  // A real object with no source: through its import path, checked to name
+  // the very object (functions, classes, modules, dtypes).
+  absl::Status LoadObject(const Object& obj) {
+    std::string module, qualname;
+    if (PyModule_Check(obj.get())) {
+      const char* n = PyModule_GetName(obj.get());
+      if (n == nullptr) {
+        PyErr_Clear();
+        return Unrebuildable("a module without a name");
+      }
+      module = n;
+    } else {
+      Object m = Object::Steal(PyObject_GetAttrString(obj.get(), "__module__"));
+      Object q = Object::Steal(PyObject_GetAttrString(obj.get(), "__qualname__"));
+      PyErr_Clear();
+      absl::StatusOr<std::string> ms = m ? python::AsString(m) : absl::NotFoundError("");
+      absl::StatusOr<std::string> qs = q ? python::AsString(q) : absl::NotFoundError("");
+      if (ms.ok() && qs.ok()) {
+        module = *ms;
+        qualname = *qs;
+      } else {
+        // torch.float32 and friends: str() is their path.
+        Object str = Object::Steal(PyObject_Str(obj.get()));
+        absl::StatusOr<std::string> path = str ? python::AsString(str) : absl::NotFoundError("");
+        PyErr_Clear();
+        if (!path.ok() || path->rfind("torch.", 0) != 0) return Unrebuildable(python::TypeName(obj));
+        std::vector<std::string> parts = absl::StrSplit(*path, '.');
+        module = parts[0];
+        qualname = path->substr(module.size() + 1);
+      }
+    }
+    if (absl::StrContains(qualname, "<")) return Unrebuildable(absl::StrCat(module, ".", qualname));
+    // Confirm the path names this object before writing it into code.
+    absl::StatusOr<Object> mod = python::Import(module);
+    if (!mod.ok()) return Unrebuildable(module);
+    Object value = *mod;
+    std::vector<std::string> attrs;
+    if (!qualname.empty()) attrs = absl::StrSplit(qualname, '.');
+    for (const std::string& a : attrs) {
+      value = Object::Steal(PyObject_GetAttrString(value.get(), a.c_str()));
+      if (!value) {
+        PyErr_Clear();
+        return Unrebuildable(absl::StrCat(module, ".", qualname));
+      }
+    }
+    if (value.get() != obj.get()) return Unrebuildable(absl::StrCat(module, ".", qualname));
+    ImportPath(absl::StrSplit(module, '.'), attrs);
+    return absl::OkStatus();
+  }
+
+  // Pushes the value a tracker stands for. Mutable values made during the
+  // trace are built once and kept in a temporary, so every reference to
+  // them (stack, locals, containers) is to the same object.
+  absl::Status Load(const VarPtr& v) {
+    if (auto it = memo_.find(v.get()); it != memo_.end()) {
+      Emit(op::kLoadFast, it->second);
+      return absl::OkStatus();
+    }
+    switch (v->kind) {
+      case VarKind::kNull:
+        Emit(op::kPushNull);
+        return absl::OkStatus();
+      case VarKind::kConstant:
+        LoadConst(v->object);
+        return absl::OkStatus();
+      case VarKind::kTensor: {
+        for (size_t i = 0; i < result_.output_nodes.size(); ++i) {
+          if (result_.output_nodes[i] != v->node) continue;
+          Emit(op::kLoadFast, graph_out_);
+          LoadConst(python::FromLong(static_cast<int64_t>(i)));
+          Emit(op::kBinarySubscr);
+          return absl::OkStatus();
+        }
+        if (v->source) return LoadSource(v->source);
+        return Unrebuildable(absl::StrCat("the tensor ", v->node));
+      }
+      case VarKind::kTuple: {
+        if (v->source && v->object) return LoadSource(v->source);
+        if (!v->fields.empty()) return Unrebuildable("a named tuple made during the trace");
+        if (v->is_size) {
+          Emit(op::kPushNull);
+          ImportPath({"torch"}, {"Size"});
+        }
+        for (const VarPtr& item : v->items) {
+          if (absl::Status s = Load(item); !s.ok()) return s;
+        }
+        Emit(op::kBuildTuple, static_cast<int>(v->items.size()));
+        if (v->is_size) Call(1);
+        return absl::OkStatus();
+      }
+      case VarKind::kList:
+      case VarKind::kDict:
+      case VarKind::kIterator: {
+        if (v->source && v->object) return LoadSource(v->source);
+        if (v->kind == VarKind::kDict) {
+          for (size_t i = 0; i < v->items.size(); ++i) {
+            if (absl::Status s = Load(v->keys[i]); !s.ok()) return s;
+            if (absl::Status s = Load(v->items[i]); !s.ok()) return s;
+          }
+          Emit(op::kBuildMap, static_cast<int>(v->items.size()));
+        } else {
+          size_t first = v->kind == VarKind::kIterator ? v->position : 0;
+          for (size_t i = first; i < v->items.size(); ++i) {
+            if (absl::Status s = Load(v->items[i]); !s.ok()) return s;
+          }
+          int n = static_cast<int>(v->items.size() - first);
+          Emit(v->kind == VarKind::kList ? op::kBuildList : op::kBuildTuple, n);
+          if (v->kind == VarKind::kIterator) Emit(op::kGetIter);
+        }
+        return Remember(v);
+      }
+      case VarKind::kSlice:
+        for (const VarPtr& item : v->items) {
+          if (absl::Status s = Load(item); !s.ok()) return s;
+        }
+        Emit(op::kBuildSlice, static_cast<int>(v->items.size()));
+        return absl::OkStatus();
+      case VarKind::kRange:
+        Emit(op::kPushNull);
+        ImportPath({"builtins"}, {"range"});
+        LoadConst(python::FromLong(v->start));
+        LoadConst(python::FromLong(v->stop));
+        LoadConst(python::FromLong(v->step));
+        Call(3);
+        return absl::OkStatus();
+      case VarKind::kDevice:
+        if (v->source) return LoadSource(v->source);
+        Emit(op::kPushNull);
+        ImportPath({"torch"}, {"device"});
+        LoadConst(python::FromString(ops::ToString(v->device)));
+        Call(1);
+        return absl::OkStatus();
+      case VarKind::kGradMode:
+        Emit(op::kPushNull);
+        ImportPath({"torch"}, {v->grad_enabled ? "enable_grad" : "no_grad"});
+        Call(0);
+        return absl::OkStatus();
+      case VarKind::kMethod:
+        if (absl::Status s = Load(v->self); !s.ok()) return s;
+        Emit(op::kLoadAttr, Name(v->name));
+        return absl::OkStatus();
+      case VarKind::kFunction:
+        if (v->object && PyCode_Check(v->object.get())) return MakeFunction(v);
+        if (v->self) {  // a method bound to a tracked object
+          if (absl::Status s = Load(v->self); !s.ok()) return s;
+          Object name = Object::Steal(PyObject_GetAttrString(v->object.get(), "__name__"));
+          PyErr_Clear();
+          absl::StatusOr<std::string> n = name ? python::AsString(name) : absl::NotFoundError("");
+          if (!n.ok()) return Unrebuildable("a bound method");
+          Emit(op::kLoadAttr, Name(*n));
+          return absl::OkStatus();
+        }
+        [[fallthrough]];
+      default:
+        if (v->source) return LoadSource(v->source);
+        if (v->kind == VarKind::kBuiltin) {
+          ImportPath({"builtins"}, {v->name});
+          return absl::OkStatus();
+        }
+        if (v->object) return LoadObject(v->object);
+        return Unrebuildable(trace::Describe(*v));
+    }
+  }
+
+  // Evaluates a value now into a temporary that later Loads reuse: values
+  // are read before any side effect is replayed, as the trace read them.
+  absl::Status Keep(const VarPtr& v) {
+    if (!v || v->kind == VarKind::kNull || v->kind == VarKind::kConstant || memo_.contains(v.get())) {
+      return absl::OkStatus();
+    }
+    if (absl::Status s = Load(v); !s.ok()) return s;
+    if (memo_.contains(v.get())) {  // Load kept it itself
+      Emit(op::kPopTop);
+      return absl::OkStatus();
+    }
+    int t = NewTemp();
+    Emit(op::kStoreFast, t);
+    memo_[v.get()] = t;
+    return absl::OkStatus();
+  }
+
+  absl::Status Remember(const VarPtr& v) {
+    int t = NewTemp();
+    Emit(op::kStoreFast, t);
+    Emit(op::kLoadFast, t);
+    memo_[v.get()] = t;
+    return absl::OkStatus();
+  }
+
+  // A function made during the trace (a lambda, a nested def): MAKE_FUNCTION
+  // over its code with its defaults and the top frame's cells it closes over.
+  absl::Status MakeFunction(const VarPtr& v) {
+    if (v->globals && v->globals.get() != top_globals_) return Unrebuildable("a function of another module");
+    int flags = 0;
+    if (v->defaults) {
+      if (absl::Status s = Load(v->defaults); !s.ok()) return s;
+      flags |= 0x01;
+    }
+    if (v->kwdefaults) {
+      if (absl::Status s = Load(v->kwdefaults); !s.ok()) return s;
+      flags |= 0x02;
+    }
+    if (!v->closure.empty()) {
+      for (const VarPtr& cell : v->closure) {
+        int slot = -1;
+        for (size_t i = 0; i < stop_locals_->size(); ++i) {
+          if ((*stop_locals_)[i] == cell) slot = static_cast<int>(i);
+        }
+        if (slot < 0) return Unrebuildable("a closure over another function's cells");
+        EmitSlot(op::kLoadClosure, slot);
+      }
+      Emit(op::kBuildTuple, static_cast<int>(v->closure.size()));
+      flags |= 0x08;
+    }
+    LoadConst(v->object);
+    Emit(op::kMakeFunction, flags);
+    return Remember(v);
+  }
+
+  void set_graph_out(int t) { graph_out_ = t; }
+  void set_context(const std::vector<VarPtr>* locals, PyObject* globals) {
+    stop_locals_ = locals;
+    top_globals_ = globals;
+  }
+  std::vector<AsmInstruction>& instructions() { return ins_; }
+
+  absl::StatusOr<Object> Finish() {
+    for (size_t i : fixups_) ins_[i].arg += static_cast<int>(temps_.size());
+    bytecode::AsmProgram p;
+    p.first_line = code_.first_line;
+    p.flags = code_.flags;
+    p.instructions = ins_;
+    absl::StatusOr<bytecode::AssembledCode> a = bytecode::Assemble(p);
+    if (!a.ok()) return a.status();
+    std::vector<Object> varnames;
+    for (size_t i = 0; i < layout_.num_locals; ++i) varnames.push_back(python::FromString(layout_.names[i]));
+    for (const std::string& t : temps_) varnames.push_back(python::FromString(t));
+    std::vector<Object> names;
+    for (const std::string& n : names_) names.push_back(python::FromString(n));
+    return bytecode::MakeCode(code_.code, *a,
+                              {{"co_consts", python::MakeTuple(consts_)},
+                               {"co_names", python::MakeTuple(names)},
+                               {"co_varnames", python::MakeTuple(varnames)},
+                               {"co_nlocals", python::FromLong(static_cast<int64_t>(varnames.size()))}});
+  }
+
+ private:
+  const bytecode::DecodedCode& code_;
+  const Layout& layout_;
+  const trace::TraceResult& result_;
+  bytecode::Location location_;
+  std::vector<AsmInstruction> ins_;
+  std::vector<size_t> fixups_;
+  std::vector<Object> consts_;
+  std::vector<std::string> names_;
+  std::vector<std::string> temps_;
+  absl::flat_hash_map<const Var*, int> memo_;
+  int graph_out_ = -1;
+  const std::vector<VarPtr>* stop_locals_ = nullptr;
+  PyObject* top_globals_ = nullptr;
+};
+
+// The resume function entering `code` at instruction `index` with a stack of
+// `null_mask.size()` values (true: a NULL, recreated rather than passed) and
+// the plain locals in `passed` bound from its arguments.
+absl::StatusOr<Object> BuildResume(const bytecode::DecodedCode& code, const Layout& layout,
+                                   size_t index, const std::vector<bool>& null_mask,
+                                   const std::vector<int>& passed) {
+  absl::StatusOr<bytecode::AsmProgram> program = bytecode::ToProgram(code);
+  if (!program.ok()) return program.status();
+
+  std::vector<std::string> varnames;
+  std::vector<int> stack_arg;  // per stack position: its varname index, or -1 for NULL
+  int next_name = 0;
+  for (bool is_null : null_mask) {
+    stack_arg.push_back(is_null ? -1 : static_cast<int>(varnames.size()));
+    if (is_null) continue;
+    // Unique against the code's own names: a resume function's resume
+    // function has ___stack locals of its own.
+    std::string name;
+    do {
+      name = absl::StrCat("___stack", next_name++);
+    } while (layout.Slot(name) >= 0);
+    varnames.push_back(name);
+  }
+  const size_t argcount = varnames.size() + passed.size();
+  std::vector<int> remap(layout.names.size(), -1);
+  for (int slot : passed) {
+    remap[static_cast<size_t>(slot)] = static_cast<int>(varnames.size());
+    varnames.push_back(layout.names[static_cast<size_t>(slot)]);
+  }
+  for (size_t i = 0; i < layout.num_locals; ++i) {
+    if (layout.is_cell[i] || remap[i] >= 0) continue;
+    remap[i] = static_cast<int>(varnames.size());
+    varnames.push_back(layout.names[i]);
+  }
+  std::vector<std::string> freevars;
+  for (int slot : layout.Cells()) {
+    remap[static_cast<size_t>(slot)] = static_cast<int>(varnames.size() + freevars.size());
+    freevars.push_back(layout.names[static_cast<size_t>(slot)]);
+  }
+
+  for (AsmInstruction& in : program->instructions) {
+    if (in.opcode == op::kMakeCell || in.opcode == op::kCopyFreeVars) {
+      in.opcode = op::kNop;
+      in.arg = 0;
+    } else if (IsLocalOp(in.opcode) || IsCellOp(in.opcode)) {
+      in.arg = remap[static_cast<size_t>(in.arg)];
+    }
+  }
+  std::vector<AsmInstruction> prologue;
+  auto add = [&](int opcode, int arg = 0, int target = -1) {
+    AsmInstruction in;
+    in.opcode = opcode;
+    in.arg = arg;
+    in.target = target;
+    in.location = program->instructions[index].location;
+    prologue.push_back(in);
+  };
+  if (!freevars.empty()) add(op::kCopyFreeVars, static_cast<int>(freevars.size()));
+  add(op::kResume, 0);
+  for (int a : stack_arg) {
+    if (a < 0) {
+      add(op::kPushNull);
+    } else {
+      add(op::kLoadFast, a);
+    }
+  }
+  const int jump_at = static_cast<int>(prologue.size());
+  add(op::kJumpForward, 0, static_cast<int>(index) + jump_at + 1);
+  bytecode::InsertInstructions(*program, 0, prologue);
+
+  absl::StatusOr<bytecode::AssembledCode> a = bytecode::Assemble(*program);
+  if (!a.ok()) return a.status();
+  std::vector<Object> vn, fv;
+  for (const std::string& n : varnames) vn.push_back(python::FromString(n));
+  for (const std::string& n : freevars) fv.push_back(python::FromString(n));
+  int flags = code.flags & ~(CO_VARARGS | CO_VARKEYWORDS);
+  if (!freevars.empty()) flags |= CO_NESTED;
+  const int offset = code.instructions[index].offset;
+  std::string name = absl::StrCat("__resume_at_", offset);
+  return bytecode::MakeCode(
+      code.code, *a,
+      {{"co_varnames", python::MakeTuple(vn)},
+       {"co_nlocals", python::FromLong(static_cast<int64_t>(vn.size()))},
+       {"co_cellvars", python::MakeTuple({})},
+       {"co_freevars", python::MakeTuple(fv)},
+       {"co_argcount", python::FromLong(static_cast<int64_t>(argcount))},
+       {"co_posonlyargcount", python::FromLong(0)},
+       {"co_kwonlyargcount", python::FromLong(0)},
+       {"co_flags", python::FromLong(flags)},
+       {"co_name", python::FromString(name)},
+       {"co_qualname", python::FromString(absl::StrCat(code.qualname, ".", name))}});
+}
+
+}  // namespace
+
+absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOptions& options) {
+  if (!r.stop || !r.code) return absl::InvalidArgumentError("the trace did not stop: nothing to rewrite");
+  const StopState& st = *r.stop;
+  const bytecode::DecodedCode& code = *r.code;
+  const Layout layout = Layout::Of(code);
+  const bytecode::Instruction& at = code.instructions[std::min(st.index, code.instructions.size() - 1)];
+  Emitter e(code, layout, r, at.location);
+  e.set_context(&st.locals, r.globals.get());
+  Rewritten out;
+
+  // The prefix every 3.11 function starts with: free variables, cells.
+  for (const bytecode::Instruction& in : code.instructions) {
+    if (in.opcode == op::kCopyFreeVars) e.Emit(op::kCopyFreeVars, in.arg);
+    if (in.opcode == op::kMakeCell) e.EmitSlot(op::kMakeCell, in.arg);
+    if (in.opcode == op::kResume) break;
+  }
+  e.Emit(op::kResume, 0);
+
+  // 1. The graph, on the arguments as they came in.
+  bool has_calls = false;
+  for (const ir::Node& n : r.graph.nodes()) {
+    has_calls |= n.kind() == ir::Node::CALL_FUNCTION || n.kind() == ir::Node::CALL_METHOD ||
+                 n.kind() == ir::Node::CALL_MODULE;
+  }
+  if (has_calls) {
+    out.graph_name = absl::StrCat(options.prefix, "_graph_", options.id);
+    e.LoadGlobalCallable(out.graph_name);
+    for (const SourcePtr& s : r.placeholder_sources) {
+      if (absl::Status status = e.LoadSource(s); !status.ok()) return status;
+    }
+    e.Call(static_cast<int>(r.placeholder_sources.size()));
+    int t = e.NewTemp();
+    e.Emit(op::kStoreFast, t);
+    e.set_graph_out(t);
+  }
+
+  // 2. Every value needed below, read before anything is replayed.
+  {
+    std::vector<VarPtr> needed;
+    for (const SideEffect& s : r.side_effects) {
+      needed.push_back(s.target);
+      needed.push_back(s.value);
+      if (s.kind == SideEffect::Kind::kListContents || s.kind == SideEffect::Kind::kDictContents) {
+        needed.insert(needed.end(), s.target->keys.begin(), s.target->keys.end());
+        needed.insert(needed.end(), s.target->items.begin(), s.target->items.end());
+      }
+    }
+    for (size_t slot = 0; slot < st.locals.size(); ++slot) {
+      const VarPtr& v = st.locals[slot];
+      if (v && v->kind == VarKind::kCell) {
+        if (!v->source) needed.push_back(v->value);
+      } else {
+        needed.push_back(v);
+      }
+    }
+    needed.insert(needed.end(), st.stack.begin(), st.stack.end());
+    for (const VarPtr& v : needed) {
+      if (absl::Status status = e.Keep(v); !status.ok()) return status;
+    }
+  }
+
+  // 3. Side effects, in program order, then the final contents of mutated
+  // containers.
+  for (const SideEffect& s : r.side_effects) {
+    switch (s.kind) {
+      case SideEffect::Kind::kStoreGlobal:
+        if (absl::Status status = e.Load(s.value); !status.ok()) return status;
+        e.Emit(op::kStoreGlobal, e.Name(s.name));
+        break;
+      case SideEffect::Kind::kStoreAttr:
+        if (absl::Status status = e.Load(s.value); !status.ok()) return status;
+        if (absl::Status status = e.Load(s.target); !status.ok()) return status;
+        e.Emit(op::kStoreAttr, e.Name(s.name));
+        break;
+      case SideEffect::Kind::kStoreCell:
+        if (absl::Status status = e.Load(s.value); !status.ok()) return status;
+        e.EmitSlot(op::kStoreDeref, s.slot);
+        break;
+      case SideEffect::Kind::kListContents:
+      case SideEffect::Kind::kDictContents:
+        break;
+    }
+  }
+  for (const SideEffect& s : r.side_effects) {
+    if (s.kind == SideEffect::Kind::kListContents) {
+      for (const VarPtr& item : s.target->items) {
+        if (absl::Status status = e.Load(item); !status.ok()) return status;
+      }
+      e.Emit(op::kBuildList, static_cast<int>(s.target->items.size()));
+      if (absl::Status status = e.Load(s.target); !status.ok()) return status;
+      e.LoadConst(python::None());
+      e.LoadConst(python::None());
+      e.Emit(op::kBuildSlice, 2);
+      e.Emit(op::kStoreSubscr);
+    } else if (s.kind == SideEffect::Kind::kDictContents) {
+      // The new contents first: they may read the old ones.
+      e.Emit(op::kPushNull);
+      if (absl::Status status = e.Load(s.target); !status.ok()) return status;
+      e.Emit(op::kLoadAttr, e.Name("update"));
+      for (size_t i = 0; i < s.target->items.size(); ++i) {
+        if (absl::Status status = e.Load(s.target->keys[i]); !status.ok()) return status;
+        if (absl::Status status = e.Load(s.target->items[i]); !status.ok()) return status;
+      }
+      e.Emit(op::kBuildMap, static_cast<int>(s.target->items.size()));
+      e.Emit(op::kPushNull);
+      if (absl::Status status = e.Load(s.target); !status.ok()) return status;
+      e.Emit(op::kLoadAttr, e.Name("clear"));
+      e.Call(0);
+      e.Emit(op::kPopTop);
+      e.Call(1);
+      e.Emit(op::kPopTop);
+    }
+  }
+
+  // 4. The contents of the function's own cells (closures made during the
+  // trace, variables captured by them).
+  for (size_t slot = 0; slot < st.locals.size(); ++slot) {
+    const VarPtr& cell = st.locals[slot];
+    if (!cell || cell->kind != VarKind::kCell || cell->source || !cell->value) continue;
+    if (absl::Status status = e.Load(cell->value); !status.ok()) return status;
+    e.EmitSlot(op::kStoreDeref, static_cast<int>(slot));
+  }
+
+  if (st.kind == StopState::Kind::kReturn) {
+    if (st.stack.empty()) return absl::InternalError("return without a value");
+    if (absl::Status status = e.Load(st.stack.back()); !status.ok()) return status;
+    e.Emit(op::kReturnValue);
+    absl::StatusOr<Object> c = e.Finish();
+    if (!c.ok()) return c.status();
+    out.code = *c;
+    return out;
+  }
+
+  // 5. The values the stopping instruction takes, the instruction itself,
+  // and a call to a resume function after it (one per way it can go).
+  const bool run_one = st.kind == StopState::Kind::kInstruction;
+  const bytecode::Instruction& stop_in = code.instructions[st.index];
+  auto [n_in, n_out] = run_one ? StackUse(stop_in) : std::pair<int, int>{0, 0};
+  if (static_cast<size_t>(n_in) > st.stack.size()) return absl::InternalError("stack shorter than the operands");
+  const size_t deep = st.stack.size() - static_cast<size_t>(n_in);
+  // Locals live after the stop (the instruction itself reads none).
+  std::vector<bool> live(layout.num_locals, false);
+  {
+    std::vector<size_t> next;
+    if (!run_one) {
+      next.push_back(st.index);
+    } else {
+      if (st.index + 1 < code.instructions.size()) next.push_back(st.index + 1);
+      if (stop_in.argument.kind == bytecode::ArgKind::kJump) {
+        const bytecode::Instruction* t = code.At(stop_in.argument.jump_target);
+        if (t != nullptr) next.push_back(static_cast<size_t>(t - code.instructions.data()));
+      }
+    }
+    for (size_t i : next) {
+      std::vector<bool> l = LiveLocals(code, i);
+      for (size_t v = 0; v < live.size(); ++v) live[v] = live[v] || l[v];
+    }
+  }
+  std::vector<int> passed;
+  for (size_t i = 0; i < layout.num_locals && i < st.locals.size(); ++i) {
+    if (st.locals[i] && !layout.is_cell[i] && live[i]) passed.push_back(static_cast<int>(i));
+  }
+  // Values the resume functions get, loaded (and kept) before the stopping
+  // instruction runs: a mutable value it changes is the same object after.
+  std::vector<int> deep_temps(deep, -1), local_temps;
+  for (size_t i = 0; i < deep; ++i) {
+    if (st.stack[i]->kind == VarKind::kNull) continue;
+    if (absl::Status status = e.Load(st.stack[i]); !status.ok()) return status;
+    deep_temps[i] = e.NewTemp();
+    e.Emit(op::kStoreFast, deep_temps[i]);
+  }
+  for (int slot : passed) {
+    if (absl::Status status = e.Load(st.locals[static_cast<size_t>(slot)]); !status.ok()) return status;
+    local_temps.push_back(e.NewTemp());
+    e.Emit(op::kStoreFast, local_temps.back());
+  }
+  size_t jump_index = 0;
+  if (run_one) {
+    for (size_t i = deep; i < st.stack.size(); ++i) {
+      if (absl::Status status = e.Load(st.stack[i]); !status.ok()) return status;
+    }
+    if (stop_in.opcode == op::kCall) {
+      if (st.kw_names) e.Emit(op::kKwNames, e.Const(st.kw_names->object));
+      e.Emit(op::kPrecall, stop_in.arg);
+    }
+    int arg = stop_in.arg;
+    if (stop_in.argument.kind == bytecode::ArgKind::kName) arg = e.Name(std::string(stop_in.argument.text));
+    if (stop_in.argument.kind == bytecode::ArgKind::kConst) arg = e.Const(code.Constant(stop_in.argument.index));
+    jump_index = e.instructions().size();
+    e.Emit(stop_in.opcode, arg);
+  }
+
+  const std::vector<int> cells = layout.Cells();
+  auto resume_call = [&](size_t target, int results) -> absl::Status {
+    std::vector<bool> mask;
+    for (size_t i = 0; i < deep; ++i) mask.push_back(st.stack[i]->kind == VarKind::kNull);
+    for (int i = 0; i < results; ++i) mask.push_back(false);
+    ResumeFunction rf;
+    rf.global_name = absl::StrCat(options.prefix, "_resume_", options.id, "_", out.resumes.size());
+    rf.offset = code.instructions[target].offset;
+    rf.capture = run_one;
+    rf.takes_closure = !cells.empty();
+    absl::StatusOr<Object> rc = BuildResume(code, layout, target, mask, passed);
+    if (!rc.ok()) return rc.status();
+    rf.code = *rc;
+    std::vector<int> result_temps(static_cast<size_t>(results));
+    for (int i = results - 1; i >= 0; --i) {
+      result_temps[static_cast<size_t>(i)] = e.NewTemp();
+      e.Emit(op::kStoreFast, result_temps[static_cast<size_t>(i)]);
+    }
+    e.LoadGlobalCallable(rf.global_name);
+    int argc = 0;
+    if (rf.takes_closure) {
+      for (int slot : cells) e.EmitSlot(op::kLoadClosure, slot);
+      e.Emit(op::kBuildTuple, static_cast<int>(cells.size()));
+      ++argc;
+    }
+    for (int t : deep_temps) {
+      if (t < 0) continue;
+      e.Emit(op::kLoadFast, t);
+      ++argc;
+    }
+    for (int t : result_temps) {
+      e.Emit(op::kLoadFast, t);
+      ++argc;
+    }
+    for (int t : local_temps) {
+      e.Emit(op::kLoadFast, t);
+      ++argc;
+    }
+    e.Call(argc);
+    e.Emit(op::kReturnValue);
+    out.resumes.push_back(std::move(rf));
+    return absl::OkStatus();
+  };
+
+  if (!run_one) {
+    if (absl::Status s = resume_call(st.index, 0); !s.ok()) return s;
+  } else {
+    if (absl::Status s = resume_call(st.index + 1, n_out); !s.ok()) return s;
+    if (stop_in.argument.kind == bytecode::ArgKind::kJump) {
+      const bytecode::Instruction* target = code.At(stop_in.argument.jump_target);
+      if (target == nullptr) return absl::InternalError("jump target outside the code");
+      e.instructions()[jump_index].target = static_cast<int>(e.instructions().size());
+      // JUMP_IF_*_OR_POP keeps its operand on the jump path.
+      const int kept = stop_in.opcode == op::kJumpIfTrueOrPop || stop_in.opcode == op::kJumpIfFalseOrPop;
+      if (absl::Status s = resume_call(static_cast<size_t>(target - code.instructions.data()), kept); !s.ok()) {
+        return s;
+      }
+    }
+  }
+  absl::StatusOr<Object> c = e.Finish();
+  if (!c.ok()) return c.status();
+  out.code = *c;
+  return out;
+}
+
+}  // namespace dynamo::rewrite

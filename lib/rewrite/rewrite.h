@@ -1,0 +1,58 @@
+// Graph breaks as code: turns a trace that stopped (lib/trace, TraceRequest::
+// allow_breaks) into bytecode that runs the graph, rebuilds the frame's live
+// values, replays the side effects, lets Python run what the translator could
+// not, and continues in resume functions.
+//
+//   trace::TraceResult r = *trace::Trace(request_with_allow_breaks, registry);
+//   rewrite::Rewritten w = *rewrite::Rewrite(r, {.id = 7});
+//   // Install in the function's globals: w.graph_name -> the compiled graph,
+//   // each w.resumes[i].global_name -> a callable running that resume code,
+//   // then run w.code with the original arguments.
+//
+// The rewritten code has the original's signature and cells. It reads the
+// arguments only before it assigns anything, so values rebuilt from their
+// sources (L['x'], L['self'].fc.weight, G['cfg']) are the ones the trace saw.
+// Names it calls are globals "<prefix>_graph_<id>" and "<prefix>_resume_<id>_<k>"
+// so the code stays marshal-able (no live objects among its constants).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/python/object.h"
+#include "lib/trace/translator.h"
+
+namespace dynamo::rewrite {
+
+// A generated function that continues the original code at one instruction:
+// its arguments are the values on the stack there, then the bound locals.
+struct ResumeFunction {
+  std::string global_name;  // what the rewritten code calls
+  python::Object code;      // the resume function's code object
+  int offset = 0;           // byte offset in the original code where it goes on
+  // False: the rest of the function holds a break in a loop or a with/try
+  // block, so it runs as plain Python (no capture would make progress).
+  bool capture = true;
+  // The first argument is the tuple of cells for the code's free variables
+  // (the original's cells and free variables, shared, not copied).
+  bool takes_closure = false;
+};
+
+struct Rewritten {
+  python::Object code;      // runs instead of the traced function's code
+  std::string graph_name;   // the global called with the graph's inputs; empty: no graph
+  std::vector<ResumeFunction> resumes;
+};
+
+struct RewriteOptions {
+  std::string prefix = "__dynamo";
+  int id = 0;  // distinguishes the globals of rewrites sharing a module
+};
+
+// Needs the GIL. Fails (FailedPrecondition) when a live value cannot be
+// rebuilt in bytecode; the caller then runs the function unchanged.
+[[nodiscard]] absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& result,
+                                                const RewriteOptions& options = {});
+
+}  // namespace dynamo::rewrite

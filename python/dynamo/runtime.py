@@ -1,0 +1,130 @@
+"""Runs Python functions through libdynamo's live capture: on a call, the
+function is traced on its real arguments (graph breaks allowed), its graph is
+handed to a backend, and the rewritten code runs instead of the original:
+graph, side effects, the part Python must run, then resume functions, which
+are captured the same way when they run. Results are cached per code object
+behind the capture's guards.
+
+    rt = Runtime(backend=lambda gm, example_inputs: gm)
+    rt.call(fn, (x, y), {})          # == fn(x, y)
+    rt.stats()                       # {"graphs": 1, "breaks": 0, ...}
+"""
+import itertools
+import types
+import warnings
+
+import torch
+
+from dynamo import _C
+from dynamo import dynamo_ir_pb2 as ir
+from dynamo.guards import check_guards, frame_for_call, resolve_source
+from dynamo.loader import to_graph_module
+
+_ids = itertools.count()  # rewrite ids: globals stay unique per process
+
+
+def _eager_backend(gm, example_inputs):
+    return gm
+
+
+class _Entry:
+    """One cached compilation of a code object: the guards it holds under
+    and the function to run (None: run the original as it is)."""
+
+    def __init__(self, capture, function):
+        self.capture = capture
+        self.function = function
+
+
+class _Resume:
+    """The callable a rewritten code calls to continue after a break: it
+    makes the resume function (with the caller's cells as its closure) and
+    runs it through the runtime, or plainly when capturing it would not help."""
+
+    def __init__(self, runtime, code, globals_, capture, takes_closure):
+        self.runtime, self.code, self.globals = runtime, code, globals_
+        self.capture, self.takes_closure = capture, takes_closure
+
+    def __call__(self, *args):
+        closure = None
+        if self.takes_closure:
+            closure, args = args[0], args[1:]
+        fn = types.FunctionType(self.code, self.globals, self.code.co_name, None, closure)
+        if not self.capture:
+            return fn(*args)
+        return self.runtime.call(fn, args, {})
+
+
+class Runtime:
+    def __init__(self, backend=None, cache_size_limit=8):
+        self.backend = backend or _eager_backend
+        self.cache_size_limit = cache_size_limit
+        self.cache = {}            # code object -> [_Entry]
+        self.graphs = []           # every GraphModule handed to the backend
+        self.break_sites = set()   # (file, line, offset, reason)
+        self.captures = 0
+        self.cache_hits = 0
+        self.generated_code = []   # every rewritten and resume code object made
+
+    def stats(self):
+        return {"graphs": len(self.graphs), "breaks": len(self.break_sites),
+                "captures": self.captures, "cache_hits": self.cache_hits}
+
+    def call(self, fn, args, kwargs):
+        target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+        code = target.__code__
+        entries = self.cache.setdefault(code, [])
+        for entry in entries:
+            if check_guards(entry.capture, fn, args, kwargs) is None:
+                self.cache_hits += 1
+                return self._run(entry, fn, args, kwargs)
+        if len(entries) >= self.cache_size_limit:
+            return fn(*args, **kwargs)
+        entry = self._compile(fn, target, args, kwargs)
+        entries.append(entry)
+        return self._run(entry, fn, args, kwargs)
+
+    @staticmethod
+    def _run(entry, fn, args, kwargs):
+        function = entry.function
+        if function is None:
+            return fn(*args, **kwargs)
+        target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+        if target.__closure__ is not None:
+            # Same code, this call's cells (a resume function gets its
+            # caller's frame's cells; a nested def, its enclosing call's).
+            function = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                          target.__defaults__, target.__closure__)
+            function.__kwdefaults__ = target.__kwdefaults__
+        if isinstance(fn, types.MethodType):
+            return function(fn.__self__, *args, **kwargs)
+        return function(*args, **kwargs)
+
+    def _compile(self, fn, target, args, kwargs):
+        self.captures += 1
+        self_obj = fn.__self__ if isinstance(fn, types.MethodType) else None
+        result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids))
+        capture = ir.Capture.FromString(result["capture"])
+        for b in capture.graph_breaks:
+            self.break_sites.add((b.location.file, b.location.line, b.offset, b.reason))
+        if result["code"] is None:
+            return _Entry(capture, None)
+        globals_ = target.__globals__
+        if result["graph_name"]:
+            gm = to_graph_module(capture, 0, attributes=result["attributes"])
+            frame = frame_for_call(fn, args, kwargs)
+            example_inputs = [resolve_source(i.name, frame, globals_) for i in _placeholder_sources(capture)]
+            globals_[result["graph_name"]] = self.backend(gm, example_inputs)
+            self.graphs.append(gm)
+        for name, code, capture_it, takes_closure, _offset in result["resumes"]:
+            globals_[name] = _Resume(self, code, globals_, capture_it, takes_closure)
+            self.generated_code.append(code)
+        self.generated_code.append(result["code"])
+        function = types.FunctionType(result["code"], globals_, target.__name__,
+                                      target.__defaults__, target.__closure__)
+        function.__kwdefaults__ = target.__kwdefaults__
+        return _Entry(capture, function)
+
+
+def _placeholder_sources(capture):
+    return [spec for spec in capture.inputs if spec.WhichOneof("value") == "tensor"]
