@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -12,6 +13,8 @@
 #include "lib/bytecode/decoder.h"
 #include "lib/bytecode/disassemble.h"
 #include "lib/capture/input_spec.h"
+#include "lib/capture/live.h"
+#include "lib/rewrite/rewrite.h"
 #include "lib/graph/checker.h"
 #include "lib/ops/registry.h"
 #include "lib/python/error.h"
@@ -140,6 +143,158 @@ std::string VersionOf(const char* module, const char* attribute) {
   return s.ok() ? *s : "";
 }
 
+absl::StatusOr<std::string> Marshal(const Object& code) {
+  absl::StatusOr<Object> marshal = python::Import("marshal");
+  if (!marshal.ok()) return marshal.status();
+  absl::StatusOr<Object> bytes = python::CallMethod(*marshal, "dumps", {code});
+  if (!bytes.ok()) return bytes.status();
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(bytes->get(), &data, &size) != 0) return python::FetchError("marshal");
+  return std::string(data, static_cast<size_t>(size));
+}
+
+// A resume function's argument as a trace input, when the trace knew it
+// without running anything: tensors by metadata, real objects as they are.
+std::optional<trace::TraceInput> KnownInput(const trace::VarPtr& v) {
+  using trace::VarKind;
+  if (!v) return std::nullopt;
+  if (v->kind == VarKind::kTensor) return trace::TraceInput::Tensor(v->meta);
+  if (v->object && v->kind != VarKind::kList && v->kind != VarKind::kDict) return trace::TraceInput::Object(v->object);
+  if (v->kind == VarKind::kTuple || v->kind == VarKind::kList) {
+    std::vector<trace::TraceInput> items;
+    for (const trace::VarPtr& i : v->items) {
+      std::optional<trace::TraceInput> in = KnownInput(i);
+      if (!in) return std::nullopt;
+      items.push_back(*std::move(in));
+    }
+    return v->kind == VarKind::kTuple ? trace::TraceInput::Tuple(std::move(items))
+                                      : trace::TraceInput::List(std::move(items));
+  }
+  return std::nullopt;
+}
+
+// Offline capture past graph breaks: the function, then each resume
+// function whose arguments are known (a branch on a tensor: both sides), each
+// traced with breaks allowed and rewritten in turn.
+absl::Status CaptureBroken(const trace::TraceRequest& top, const ops::Registry& registry,
+                           ir::Capture& c, std::vector<trace::GraphAttribute>& attributes) {
+  constexpr int kMaxTraces = 64;
+  struct Pending {
+    trace::TraceRequest request;
+    int resume = -1;  // index into c.resume_functions(), -1 for the function itself
+  };
+  std::vector<Pending> work = {{top, -1}};
+  python::Object globals = python::Object::Borrow(PyFunction_GetGlobals(top.function.get()));
+  int id = 0;
+  for (size_t w = 0; w < work.size(); ++w) {
+    const Pending p = work[w];
+    const std::string caller = p.resume < 0 ? "" : c.resume_functions(p.resume).name();
+    trace::BreakInfo why;
+    absl::StatusOr<trace::TraceResult> traced = trace::Trace(p.request, registry, &why);
+    if (!traced.ok()) {
+      if (p.resume < 0) return traced.status();
+      c.mutable_resume_functions(p.resume)->set_note(std::string(traced.status().message()));
+      if (!why.message.empty()) *c.add_graph_breaks() = ToProto(why);
+      continue;
+    }
+    if (traced->break_info) *c.add_graph_breaks() = ToProto(*traced->break_info);
+    if (p.resume < 0) {
+      for (ir::Guard& g : traced->guards) *c.add_guards() = g;
+      for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = spec;
+    }
+    auto note = [&](const std::string& text) {
+      if (p.resume < 0) {
+        c.set_graph_index(-1);
+      } else {
+        c.mutable_resume_functions(p.resume)->set_note(text);
+      }
+    };
+    if (!traced->stop->progress && traced->stop->kind == trace::StopState::Kind::kRegion) {
+      note("runs as plain Python: nothing to capture before its break");
+      continue;
+    }
+    absl::StatusOr<rewrite::Rewritten> rw = rewrite::Rewrite(*traced, {.id = id++});
+    if (!rw.ok()) {
+      if (p.resume < 0) return rw.status();
+      note(std::string(rw.status().message()));
+      continue;
+    }
+    int graph_index = -1;
+    if (!rw->graph_name.empty()) {
+      graph_index = c.graphs_size();
+      ir::Graph* g = c.add_graphs();
+      *g = traced->graph;
+      g->set_name(absl::StrCat("graph_", graph_index));
+      for (trace::GraphAttribute& a : traced->attributes) {
+        bool seen = false;
+        for (const trace::GraphAttribute& b : attributes) seen |= b.target == a.target;
+        if (!seen) attributes.push_back(a);
+      }
+    }
+    absl::StatusOr<std::string> bytes = Marshal(rw->code);
+    if (!bytes.ok()) return bytes.status();
+    if (p.resume < 0) {
+      c.set_graph_index(graph_index);
+      c.set_rewritten_code(*bytes);
+      ListBytecode(rw->code, c.mutable_rewritten_bytecode());
+    } else {
+      ir::ResumeFunction* r = c.mutable_resume_functions(p.resume);
+      r->set_traced(true);
+      r->set_graph_index(graph_index);
+      r->set_rewritten_code(*bytes);
+      ListBytecode(rw->code, r->mutable_rewritten_bytecode());
+    }
+    for (const rewrite::ResumeFunction& rf : rw->resumes) {
+      ir::ResumeFunction* r = c.add_resume_functions();
+      const int index = c.resume_functions_size() - 1;
+      r->set_name(rf.global_name);
+      r->set_caller(caller);
+      r->set_offset(rf.offset);
+      r->set_captured(rf.capture);
+      r->set_takes_closure(rf.takes_closure);
+      r->set_graph_index(-1);
+      ListBytecode(rf.code, r->mutable_bytecode());
+      absl::StatusOr<std::string> code_bytes = Marshal(rf.code);
+      if (!code_bytes.ok()) return code_bytes.status();
+      r->set_code(*code_bytes);
+      if (!rf.capture) continue;
+      if (rf.takes_closure) {
+        r->set_note("traced when it runs: it shares the caller's cells");
+        continue;
+      }
+      if (static_cast<int>(work.size()) >= kMaxTraces) {
+        r->set_note("traced when it runs: the capture already holds 64 traces");
+        continue;
+      }
+      trace::TraceRequest next;
+      next.allow_breaks = true;
+      bool known = true;
+      for (const trace::VarPtr& a : rf.arguments) {
+        std::optional<trace::TraceInput> in = KnownInput(a);
+        // print() returns None: the one call result known without running it.
+        if (!a && rf.called && rf.called->kind == trace::VarKind::kBuiltin && rf.called->name == "print") {
+          in = trace::TraceInput::Object(python::None());
+        }
+        if (!in) {
+          known = false;
+          break;
+        }
+        next.args.push_back(*std::move(in));
+      }
+      if (!known) {
+        r->set_note(absl::StrCat("traced when it runs: it takes the result of ", rf.after_opcode,
+                                 ", known only then"));
+        continue;
+      }
+      next.function = Object::Steal(PyFunction_New(rf.code.get(), globals.get()));
+      if (!next.function) return python::FetchError("making a resume function");
+      work.push_back({std::move(next), index});
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
@@ -185,25 +340,31 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
   }
   trace::BreakInfo why;
   absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, registry, &why);
-  if (!traced.ok()) {
-    absl::Status status = traced.status();
-    if (status.code() == absl::StatusCode::kUnimplemented && !why.message.empty()) {
-      ir::GraphBreak b;
-      b.set_reason(why.reason);
-      b.set_message(why.message);
-      b.mutable_location()->set_file(why.file);
-      b.mutable_location()->set_line(why.line);
-      b.mutable_location()->set_text(why.text);
-      b.set_opcode(why.opcode);
-      b.set_offset(why.offset);
-      b.set_hint(why.hint);
-      status.SetPayload(kBreakPayload, absl::Cord(b.SerializeAsString()));
-    }
-    return status;
-  }
-
   Captured out;
   ir::Capture& c = out.capture;
+  std::vector<trace::GraphAttribute> attributes;
+  const bool broke = !traced.ok() && traced.status().code() == absl::StatusCode::kUnimplemented &&
+                     !why.message.empty();
+  if (broke && options.allow_breaks) {
+    request.allow_breaks = true;
+    if (absl::Status s = CaptureBroken(request, registry, c, attributes); !s.ok()) {
+      // Nothing could be continued (the break comes before anything ran):
+      // the same located error as without --allow-breaks.
+      if (s.code() == absl::StatusCode::kUnimplemented) {
+        s.SetPayload(kBreakPayload, absl::Cord(ToProto(why).SerializeAsString()));
+      }
+      return s;
+    }
+  } else if (!traced.ok()) {
+    absl::Status status = traced.status();
+    if (broke) status.SetPayload(kBreakPayload, absl::Cord(ToProto(why).SerializeAsString()));
+    return status;
+  } else {
+    for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = std::move(spec);
+    *c.add_graphs() = std::move(traced->graph);
+    for (ir::Guard& g : traced->guards) *c.add_guards() = std::move(g);
+    attributes = std::move(traced->attributes);
+  }
   c.set_ir_version(ir::IR_VERSION_CURRENT);
   c.set_python_version(absl::StrCat(PY_MAJOR_VERSION, ".", PY_MINOR_VERSION, ".", PY_MICRO_VERSION));
   c.set_torch_version(VersionOf("torch", "__version__"));
@@ -212,9 +373,6 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
   c.set_source_file(code->filename);
   c.set_function_name(code->qualname);
   c.set_first_line(code->first_line);
-  for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = std::move(spec);
-  *c.add_graphs() = std::move(traced->graph);
-  for (ir::Guard& g : traced->guards) *c.add_guards() = std::move(g);
   for (const bytecode::Instruction& in : code->instructions) {
     ir::BytecodeInstruction* b = c.mutable_original_bytecode()->add_instructions();
     b->set_offset(in.offset);
@@ -223,12 +381,14 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
     b->set_argrepr(bytecode::ArgRepr(*code, in));
     b->set_line(in.starts_line > 0 ? in.starts_line : 0);
   }
-  for (const trace::GraphAttribute& a : traced->attributes) {
+  for (const trace::GraphAttribute& a : attributes) {
     ir::GraphAttribute* attr = c.add_attributes();
     attr->set_target(a.target);
     attr->set_source(a.source);
-    for (const ir::Node& n : c.graphs(0).nodes()) {
-      if (n.kind() == ir::Node::GET_ATTR && n.target() == a.target) *attr->mutable_meta() = n.meta().tensor();
+    for (const ir::Graph& g : c.graphs()) {
+      for (const ir::Node& n : g.nodes()) {
+        if (n.kind() == ir::Node::GET_ATTR && n.target() == a.target) *attr->mutable_meta() = n.meta().tensor();
+      }
     }
     if (options.weights == Weights::kNone) continue;
     absl::StatusOr<std::string> bytes = TensorBytes(a.value);

@@ -42,6 +42,11 @@ struct CaptureOptions {
   // Only their metadata is kept for tensors.
   std::string example_inputs;
   Weights weights = Weights::kNone;
+  // Continue past graph breaks: every graph, the rewritten code and the
+  // resume functions go into the capture (resume functions whose arguments
+  // are known without running anything are traced too). Without it a break
+  // is a located error.
+  bool allow_breaks = false;
   // For kExternal: the side file's name as the .pb will refer to it.
   std::string external_path = "weights.bin";
 };

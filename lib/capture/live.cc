@@ -23,9 +23,7 @@ ir::GraphBreak ToProto(const trace::BreakInfo& why) {
   return b;
 }
 
-namespace {
-
-void List(const python::Object& code, ir::BytecodeListing* out) {
+void ListBytecode(const python::Object& code, ir::BytecodeListing* out) {
   absl::StatusOr<bytecode::DecodedCode> d = bytecode::Decode(code, {.nested = false});
   if (!d.ok()) return;
   for (const bytecode::Instruction& in : d->instructions) {
@@ -37,8 +35,6 @@ void List(const python::Object& code, ir::BytecodeListing* out) {
     b->set_line(in.starts_line > 0 ? in.starts_line : 0);
   }
 }
-
-}  // namespace
 
 absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const python::Object& self,
                                         const python::Object& args, const python::Object& kwargs,
@@ -71,7 +67,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
   ir::Capture& c = out.capture;
   c.set_ir_version(ir::IR_VERSION_CURRENT);
   python::Object code = python::Object::Borrow(PyFunction_GetCode(function.get()));
-  List(code, c.mutable_original_bytecode());
+  ListBytecode(code, c.mutable_original_bytecode());
   if (!traced.ok()) {
     if (traced.status().code() != absl::StatusCode::kUnimplemented || why.message.empty()) {
       return traced.status();
@@ -107,7 +103,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
     }
     out.attributes.emplace_back(a.target, a.value);
   }
-  List(rewritten->code, c.mutable_rewritten_bytecode());
+  ListBytecode(rewritten->code, c.mutable_rewritten_bytecode());
   out.code = rewritten->code;
   out.graph_name = rewritten->graph_name;
   out.resumes = std::move(rewritten->resumes);

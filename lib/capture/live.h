@@ -43,6 +43,9 @@ struct LiveCapture {
                                                       const python::Object& args,
                                                       const python::Object& kwargs, int id);
 
+// The listing of a code object (dis layout fields), as the IR records it.
+void ListBytecode(const python::Object& code, ir::BytecodeListing* out);
+
 // A break as the IR records it.
 ir::GraphBreak ToProto(const trace::BreakInfo& info);
 

@@ -131,9 +131,9 @@ std::string GuardValue(const ir::Guard& g) {
   return g.has_value() ? ArgText(g.value()) : "";
 }
 
-std::string Listing(const ir::Capture& c) {
+std::string Listing(const ir::BytecodeListing& listing) {
   std::string out;
-  for (const ir::BytecodeInstruction& in : c.original_bytecode().instructions()) {
+  for (const ir::BytecodeInstruction& in : listing.instructions()) {
     std::string line = in.line() > 0 ? absl::StrFormat("%4d", in.line()) : "    ";
     absl::StrAppend(&out, line, absl::StrFormat(" %6d %-20s", in.offset(), in.opname()));
     if (in.arg() != 0 || !in.argrepr().empty()) absl::StrAppend(&out, absl::StrFormat(" %5d", in.arg()));
@@ -152,7 +152,24 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
                                  c.graphs_size() == 1 ? "" : "s", ", ", c.graph_breaks_size(),
                                  " graph break", c.graph_breaks_size() == 1 ? "" : "s", "\n\n");
   absl::StrAppend(&out, "ORIGINAL BYTECODE\n\n",
-                  original_listing.empty() ? Listing(c) : original_listing, "\n");
+                  original_listing.empty() ? Listing(c.original_bytecode()) : original_listing, "\n");
+  if (c.rewritten_bytecode().instructions_size() > 0) {
+    absl::StrAppend(&out, "MODIFIED BYTECODE",
+                    c.graph_index() >= 0 ? absl::StrCat(" (calls graph_", c.graph_index(), ")") : "",
+                    "\n\n", Listing(c.rewritten_bytecode()), "\n");
+  }
+  for (const ir::ResumeFunction& r : c.resume_functions()) {
+    absl::StrAppend(&out, "RESUME FUNCTION ", r.name(), " (continues at offset ", r.offset(),
+                    r.caller().empty() ? "" : absl::StrCat(", called by ", r.caller()), ")",
+                    r.captured() ? "" : " — runs as plain Python", "\n\n", Listing(r.bytecode()), "\n");
+    if (r.traced()) {
+      absl::StrAppend(&out, "MODIFIED BYTECODE of ", r.name(),
+                      r.graph_index() >= 0 ? absl::StrCat(" (calls graph_", r.graph_index(), ")") : "",
+                      "\n\n", Listing(r.rewritten_bytecode()), "\n");
+    } else if (!r.note().empty()) {
+      absl::StrAppend(&out, "  (", r.note(), ")\n\n");
+    }
+  }
   if (c.inputs_size() > 0) {
     out += "INPUTS\n";
     for (const ir::InputSpec& in : c.inputs()) {

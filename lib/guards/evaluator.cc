@@ -230,6 +230,7 @@ struct TensorSpec {
   PyGetSetDef* dtype_get = nullptr;
   PyGetSetDef* device_get = nullptr;
   PyGetSetDef* requires_grad_get = nullptr;
+  PyGetSetDef* is_cpu_get = nullptr;  // set when the expected device is the CPU
   PyObject* stride = nullptr;  // the method descriptor; kept alive by the type
   Object dtype;                // torch.float32
   Object device;               // torch.device('cpu')
@@ -286,6 +287,8 @@ struct GuardRef {
 };
 
 // Same type at every level and equal values: 1, 0, or -1 with an exception.
+// A NaN equals a NaN here: the guard asks whether the value is the one the
+// trace saw, not what == says.
 int SameConstant(PyObject* v, PyObject* e) {
   if (v == e) return 1;
   PyTypeObject* t = Py_TYPE(e);
@@ -572,9 +575,21 @@ bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) co
     if (why != nullptr) *why = absl::StrCat("dtype: expected ", Str(t.dtype.get()), ", got ", dtype ? Str(dtype.get()) : TakeErrorRepr());
     return false;
   }
-  Object device = TensorField(t, v, t.device_get, s_device.get());
-  if (!device || PyObject_RichCompareBool(device.get(), t.device.get(), Py_EQ) != 1) {
+  // A CPU tensor's device is always torch.device('cpu'): is_cpu answers
+  // without making a device object.
+  Object device;
+  bool same_device = false;
+  if (t.is_cpu_get != nullptr && t.type.Holds(v)) {
+    Object is_cpu = Object::Steal(t.is_cpu_get->get(v, t.is_cpu_get->closure));
+    same_device = is_cpu.get() == Py_True;
+  } else {
+    device = TensorField(t, v, t.device_get, s_device.get());
+    same_device = device && PyObject_RichCompareBool(device.get(), t.device.get(), Py_EQ) == 1;
+  }
+  if (!same_device) {
     if (why != nullptr) {
+      PyErr_Clear();
+      if (!device) device = TensorField(t, v, t.device_get, s_device.get());
       *why = absl::StrCat("device: expected ", Str(t.device.get()), ", got ", device ? Str(device.get()) : TakeErrorRepr());
     }
     return false;
@@ -959,6 +974,7 @@ absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v
   bool pinned = t.type.Pin(type);
   if (!pinned) t.type.type = Object::Borrow(reinterpret_cast<PyObject*>(type));
   t.fast = pinned && generic && t.shape && t.dtype_get && t.device_get && t.requires_grad_get && t.stride;
+  if (t.fast && (meta.device().type().empty() || meta.device().type() == "cpu")) t.is_cpu_get = getset("is_cpu");
   return t;
 }
 
@@ -1125,7 +1141,8 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
         auto found = std::find(names.begin(), names.end(), t.name);
         if (found == names.end()) return fail(absl::InvalidArgumentError(absl::StrCat("the frame has no local '", t.name, "'")));
         step.slot = static_cast<int>(found - names.begin());
-        step.cell = at_capture.cells != nullptr && (*at_capture.cells)[static_cast<size_t>(step.slot)];
+        step.cell = at_capture.cells != nullptr && static_cast<size_t>(step.slot) < at_capture.cells->size() &&
+                    (*at_capture.cells)[static_cast<size_t>(step.slot)];
       }
       PyObject* base = parent >= 0 ? seen[static_cast<size_t>(parent)].get() : nullptr;
       Object value = ReadGeneric(step, base, at_capture, *p);

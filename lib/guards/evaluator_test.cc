@@ -381,8 +381,6 @@ TEST_CASE("an nn.Module: flags, submodules, containers, missing attributes", "[g
   method.mutable_value()->set_string_value("guards_cases.Net.forward");
   GuardEvaluator bound = CompileOk({method}, Frame("Net.forward", locals));
   CHECK(Verdict(bound, Frame("Net.forward", locals)) == "");
-  CHECK(after("net.forward = Net().forward", "del net.forward") ==
-        "");  // the main program does not guard L['self'].forward
   Exec("net.forward = Net().forward");
   std::string rebound = Verdict(bound, Frame("Net.forward", locals));
   Exec("del net.forward");
@@ -431,6 +429,13 @@ TEST_CASE("hand-written sources: dict keys, sys.modules, devices, bad input", "[
     GuardEvaluator ev = CompileOk({g}, Frame("maybe", "dict(x=torch.empty(2, device='meta'))"));
     CHECK(Verdict(ev, Frame("maybe", "dict(x=torch.empty(2, device='meta'))")) == "");
     CHECK(Verdict(ev, Frame("maybe", "dict(x=torch.empty(2))")) == "L['x']: device: expected meta, got cpu");
+    // And the other way round (a CPU expectation is read through is_cpu).
+    ir::Guard cpu = Hand(ir::Guard::TENSOR_MATCH, "L['x']");
+    *cpu.mutable_tensor() = ops::ToProto(ops::TensorMeta::Contiguous(ops::DType::kFloat32, {2}));
+    GuardEvaluator on_cpu = CompileOk({cpu}, Frame("maybe", "dict(x=torch.empty(2))"));
+    CHECK(Verdict(on_cpu, Frame("maybe", "dict(x=torch.empty(2, device='cpu:0'))")) == "");
+    CHECK(Verdict(on_cpu, Frame("maybe", "dict(x=torch.empty(2, device='meta'))")) ==
+          "L['x']: device: expected cpu, got meta");
   }
   SECTION("compile errors") {
     OwnedFrame frame = Frame("maybe", "dict(x=torch.randn(2), y=None)");

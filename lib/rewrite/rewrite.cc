@@ -620,6 +620,33 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     e.set_graph_out(t);
   }
 
+  const bool run_one = st.kind == StopState::Kind::kInstruction;
+  const bytecode::Instruction& stop_in = code.instructions[st.index];
+  auto [n_in, n_out] = run_one ? StackUse(stop_in) : std::pair<int, int>{0, 0};
+  if (static_cast<size_t>(n_in) > st.stack.size()) return absl::InternalError("stack shorter than the operands");
+  const size_t deep = st.stack.size() - static_cast<size_t>(n_in);
+  // Locals live after the stop (the instruction itself reads none).
+  std::vector<bool> live(layout.num_locals, false);
+  {
+    std::vector<size_t> next;
+    if (!run_one) {
+      next.push_back(st.index);
+    } else {
+      if (st.index + 1 < code.instructions.size()) next.push_back(st.index + 1);
+      if (stop_in.argument.kind == bytecode::ArgKind::kJump) {
+        const bytecode::Instruction* t = code.At(stop_in.argument.jump_target);
+        if (t != nullptr) next.push_back(static_cast<size_t>(t - code.instructions.data()));
+      }
+    }
+    for (size_t i : next) {
+      std::vector<bool> l = LiveLocals(code, i);
+      for (size_t v = 0; v < live.size(); ++v) live[v] = live[v] || l[v];
+    }
+  }
+  std::vector<int> passed;
+  for (size_t i = 0; i < layout.num_locals && i < st.locals.size(); ++i) {
+    if (st.locals[i] && !layout.is_cell[i] && live[i]) passed.push_back(static_cast<int>(i));
+  }
   // 2. Every value needed below, read before anything is replayed.
   {
     std::vector<VarPtr> needed;
@@ -633,12 +660,9 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     }
     for (size_t slot = 0; slot < st.locals.size(); ++slot) {
       const VarPtr& v = st.locals[slot];
-      if (v && v->kind == VarKind::kCell) {
-        if (!v->source) needed.push_back(v->value);
-      } else {
-        needed.push_back(v);
-      }
+      if (v && v->kind == VarKind::kCell && !v->source) needed.push_back(v->value);
     }
+    for (int slot : passed) needed.push_back(st.locals[static_cast<size_t>(slot)]);
     needed.insert(needed.end(), st.stack.begin(), st.stack.end());
     for (const VarPtr& v : needed) {
       if (absl::Status status = e.Keep(v); !status.ok()) return status;
@@ -719,33 +743,6 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
 
   // 5. The values the stopping instruction takes, the instruction itself,
   // and a call to a resume function after it (one per way it can go).
-  const bool run_one = st.kind == StopState::Kind::kInstruction;
-  const bytecode::Instruction& stop_in = code.instructions[st.index];
-  auto [n_in, n_out] = run_one ? StackUse(stop_in) : std::pair<int, int>{0, 0};
-  if (static_cast<size_t>(n_in) > st.stack.size()) return absl::InternalError("stack shorter than the operands");
-  const size_t deep = st.stack.size() - static_cast<size_t>(n_in);
-  // Locals live after the stop (the instruction itself reads none).
-  std::vector<bool> live(layout.num_locals, false);
-  {
-    std::vector<size_t> next;
-    if (!run_one) {
-      next.push_back(st.index);
-    } else {
-      if (st.index + 1 < code.instructions.size()) next.push_back(st.index + 1);
-      if (stop_in.argument.kind == bytecode::ArgKind::kJump) {
-        const bytecode::Instruction* t = code.At(stop_in.argument.jump_target);
-        if (t != nullptr) next.push_back(static_cast<size_t>(t - code.instructions.data()));
-      }
-    }
-    for (size_t i : next) {
-      std::vector<bool> l = LiveLocals(code, i);
-      for (size_t v = 0; v < live.size(); ++v) live[v] = live[v] || l[v];
-    }
-  }
-  std::vector<int> passed;
-  for (size_t i = 0; i < layout.num_locals && i < st.locals.size(); ++i) {
-    if (st.locals[i] && !layout.is_cell[i] && live[i]) passed.push_back(static_cast<int>(i));
-  }
   // Values the resume functions get, loaded (and kept) before the stopping
   // instruction runs: a mutable value it changes is the same object after.
   std::vector<int> deep_temps(deep, -1), local_temps;
@@ -789,6 +786,20 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     absl::StatusOr<Object> rc = BuildResume(code, layout, target, mask, passed);
     if (!rc.ok()) return rc.status();
     rf.code = *rc;
+    for (size_t i = 0; i < deep; ++i) {
+      if (st.stack[i]->kind != VarKind::kNull) rf.arguments.push_back(st.stack[i]);
+    }
+    for (int i = 0; i < results; ++i) {
+      // JUMP_IF_*_OR_POP's kept operand is known; other results are not.
+      const bool kept_operand = run_one && n_out == 0 && results == 1;
+      rf.arguments.push_back(kept_operand ? st.stack.back() : nullptr);
+    }
+    for (int slot : passed) rf.arguments.push_back(st.locals[static_cast<size_t>(slot)]);
+    if (run_one) {
+      rf.after_opcode = std::string(stop_in.name);
+      if (stop_in.opcode == op::kCall) rf.called = st.stack[st.stack.size() - static_cast<size_t>(n_in)];
+      if (rf.called && rf.called->kind == VarKind::kNull) rf.called = st.stack[st.stack.size() - static_cast<size_t>(n_in) + 1];
+    }
     std::vector<int> result_temps(static_cast<size_t>(results));
     for (int i = results - 1; i >= 0; --i) {
       result_temps[static_cast<size_t>(i)] = e.NewTemp();

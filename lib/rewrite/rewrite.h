@@ -37,6 +37,15 @@ struct ResumeFunction {
   // The first argument is the tuple of cells for the code's free variables
   // (the original's cells and free variables, shared, not copied).
   bool takes_closure = false;
+  // What its arguments (after the closure) will be, as the trace knew them:
+  // a null entry is a result of the instruction Python runs, unknown until
+  // it runs. Lets a capture without running anything trace it too.
+  std::vector<trace::VarPtr> arguments;
+  // The instruction Python runs before calling it (CALL, POP_JUMP_..., or
+  // empty when the rest of the function runs in Python), and for a CALL the
+  // callable it calls.
+  std::string after_opcode;
+  trace::VarPtr called;
 };
 
 struct Rewritten {

@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   app.add_option("--weights", weights, "none (default), embed, or external (a .weights file beside the output)")
       ->check(CLI::IsMember({"none", "embed", "external"}));
   app.add_flag("--as-main", options.capture.as_main, "import the script as __main__");
+  app.add_flag("--allow-breaks", options.capture.allow_breaks,
+               "continue past graph breaks: write every graph, the rewritten code and the "
+               "resume functions (without it a break is an error)");
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
   try {
     app.parse(argc, argv);

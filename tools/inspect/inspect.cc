@@ -68,6 +68,8 @@ absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
   capture_options.as_main = options.as_main;
   capture_options.inputs = options.inputs;
   capture_options.example_inputs = options.example_inputs;
+  // The report shows everything: graphs past breaks and the rewritten code.
+  capture_options.allow_breaks = true;
   absl::StatusOr<capture::Captured> captured = capture::CaptureFunction(capture_options);
   std::optional<ir::GraphBreak> graph_break;
   if (!captured.ok()) {
