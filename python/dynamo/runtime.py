@@ -16,6 +16,7 @@ import warnings
 import torch
 
 from dynamo import _C
+from dynamo import config
 from dynamo import dynamo_ir_pb2 as ir
 from dynamo.guards import check_guards, frame_for_call, resolve_source
 from dynamo.loader import to_graph_module
@@ -25,6 +26,20 @@ _ids = itertools.count()  # rewrite ids: globals stay unique per process
 
 def _eager_backend(gm, example_inputs):
     return gm
+
+
+class Unsupported(RuntimeError):
+    """A graph break where none is allowed (nopython=True, export)."""
+
+
+def format_break(b):
+    """'file:line: message [REASON] | source | hint: ...' for a GraphBreak."""
+    text = f"{b.location.file}:{b.location.line}: {b.message} [{ir.GraphBreak.Reason.Name(b.reason)}]"
+    if b.location.text:
+        text += f" | {b.location.text}"
+    if b.hint:
+        text += f" | hint: {b.hint}"
+    return text
 
 
 class _Entry:
@@ -56,12 +71,19 @@ class _Resume:
 
 
 class Runtime:
-    def __init__(self, backend=None, cache_size_limit=8):
+    """One optimize() context: a backend, a cache per code object, and what
+    was captured (graphs, breaks, guards) for explain()."""
+
+    def __init__(self, backend=None, cache_size_limit=None, nopython=False):
         self.backend = backend or _eager_backend
-        self.cache_size_limit = cache_size_limit
+        self._cache_size_limit = cache_size_limit
+        self.nopython = nopython
         self.cache = {}            # code object -> [_Entry]
         self.graphs = []           # every GraphModule handed to the backend
+        self.captures_made = []    # every Capture proto, in order
+        self.break_records = []    # every GraphBreak proto, in order
         self.break_sites = set()   # (file, line, offset, reason)
+        self.warned = set()        # code objects already warned about
         self.captures = 0
         self.cache_hits = 0
         self.generated_code = []   # every rewritten and resume code object made
@@ -75,12 +97,33 @@ class Runtime:
         code = target.__code__
         entries = self.cache.setdefault(code, [])
         for entry in entries:
+            if entry.capture is None:  # capture failed: this code runs eagerly
+                return fn(*args, **kwargs)
             if check_guards(entry.capture, fn, args, kwargs) is None:
                 self.cache_hits += 1
                 return self._run(entry, fn, args, kwargs)
-        if len(entries) >= self.cache_size_limit:
+        limit = self._cache_size_limit if self._cache_size_limit is not None else config.cache_size_limit
+        if len(entries) >= limit:
+            if code not in self.warned:
+                self.warned.add(code)
+                warnings.warn(f"dynamo: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
+                              f"captured {limit} times (config.cache_size_limit); it runs eagerly from now on")
             return fn(*args, **kwargs)
-        entry = self._compile(fn, target, args, kwargs)
+        if entries and config.warn_recompiles:
+            failure = check_guards(entries[-1].capture, fn, args, kwargs)
+            reason = failure[1] if failure else "no guard set holds"
+            warnings.warn(f"dynamo: recompiling {code.co_qualname}: {reason}")
+        try:
+            entry = self._compile(fn, target, args, kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:  # noqa: BLE001 - never break the user's program
+            if self.nopython:
+                raise
+            warnings.warn(f"dynamo: running {code.co_qualname} eagerly: capture failed: {e}")
+            entry = _Entry(None, None)
+            entries.append(entry)
+            return fn(*args, **kwargs)
         entries.append(entry)
         return self._run(entry, fn, args, kwargs)
 
@@ -105,7 +148,11 @@ class Runtime:
         self_obj = fn.__self__ if isinstance(fn, types.MethodType) else None
         result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids))
         capture = ir.Capture.FromString(result["capture"])
+        if self.nopython and capture.graph_breaks:
+            raise Unsupported(format_break(capture.graph_breaks[0]))
+        self.captures_made.append(capture)
         for b in capture.graph_breaks:
+            self.break_records.append(b)
             self.break_sites.add((b.location.file, b.location.line, b.offset, b.reason))
         if result["code"] is None:
             return _Entry(capture, None)
@@ -114,8 +161,10 @@ class Runtime:
             gm = to_graph_module(capture, 0, attributes=result["attributes"])
             frame = frame_for_call(fn, args, kwargs)
             example_inputs = [resolve_source(i.name, frame, globals_) for i in _placeholder_sources(capture)]
-            globals_[result["graph_name"]] = self.backend(gm, example_inputs)
             self.graphs.append(gm)
+            if config.verbose:
+                print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
+            globals_[result["graph_name"]] = self.backend(gm, example_inputs)
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
             globals_[name] = _Resume(self, code, globals_, capture_it, takes_closure)
             self.generated_code.append(code)

@@ -1,0 +1,12 @@
+"""Settings of the live shim, read at call time (like torch._dynamo.config).
+
+    import dynamo
+    dynamo.config.cache_size_limit = 16
+"""
+# Compiled entries kept per code object; past it the code runs eagerly (one
+# warning says so).
+cache_size_limit = 8
+# Print each capture, its graph and the reason for each recompile.
+verbose = False
+# Warn when a guard fails and a function is captured again.
+warn_recompiles = True
