@@ -9,6 +9,7 @@
 #include "lib/bytecode/disassemble.h"
 #include "lib/capture/capture.h"
 #include "lib/capture/live.h"
+#include "lib/embed/eval_frame.h"
 #include "lib/python/error.h"
 #include "proto/dynamo_ir.pb.h"
 
@@ -226,6 +227,16 @@ PyMethodDef kMethods[] = {
      "Capture (dynamo.loader reads it). weights: 'none' or 'embed'. Raises\n"
      "GraphBreak for a construct that needs a break, CaptureError for any other\n"
      "failure, with a one-line message."},
+    {"set_eval_frame", SetEvalFrame, METH_VARARGS,
+     "set_eval_frame(callback, cache_size_limit=8) -> previous callback\n\n"
+     "Sets this thread's PEP 523 frame evaluator callback (None: off). See\n"
+     "lib/embed/eval_frame.h for the callback's contract."},
+    {"mark_skip", MarkSkip, METH_O,
+     "mark_skip(code)\n\nFrames of this code object always run as CPython runs them."},
+    {"reset_caches", ResetCaches, METH_NOARGS,
+     "reset_caches()\n\nDrops every cached capture of every code object."},
+    {"cache_stats", CacheStats, METH_NOARGS,
+     "cache_stats() -> dict\n\nHits, misses and cached entries of the frame evaluator."},
     {"capture_call", methods::CaptureCall, METH_VARARGS,
      "capture_call(function, self, args, kwargs, id) -> dict\n\n"
      "Traces one call of `function` on its real arguments with graph breaks allowed\n"

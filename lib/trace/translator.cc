@@ -898,7 +898,11 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     }
     case op::kForIter: {
       VarPtr& it = f.stack.back();
-      if (it->kind != VarKind::kIterator) return absl::InternalError("FOR_ITER on a non-iterator");
+      if (it->kind != VarKind::kIterator) {
+        return Break(ir::GraphBreak::UNSUPPORTED_OPCODE,
+                     absl::StrCat("iterating over ", Describe(*it), " made outside the trace"),
+                     "iterate over a list, tuple, range or tensor the function can see");
+      }
       if (it->position < it->items.size()) {
         push(it->items[it->position++]);
         return absl::OkStatus();

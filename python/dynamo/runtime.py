@@ -46,9 +46,10 @@ class _Entry:
     """One cached compilation of a code object: the guards it holds under
     and the function to run (None: run the original as it is)."""
 
-    def __init__(self, capture, function):
+    def __init__(self, capture, function, capture_bytes=b""):
         self.capture = capture
         self.function = function
+        self.capture_bytes = capture_bytes
 
 
 class _Resume:
@@ -65,7 +66,9 @@ class _Resume:
         if self.takes_closure:
             closure, args = args[0], args[1:]
         fn = types.FunctionType(self.code, self.globals, self.code.co_name, None, closure)
-        if not self.capture:
+        if not self.capture or self.runtime.evaluate_frames:
+            # Under the frame evaluator the call itself is captured (or, for
+            # code marked to skip, run as it is).
             return fn(*args)
         return self.runtime.call(fn, args, {})
 
@@ -74,8 +77,14 @@ class Runtime:
     """One optimize() context: a backend, a cache per code object, and what
     was captured (graphs, breaks, guards) for explain()."""
 
-    def __init__(self, backend=None, cache_size_limit=None, nopython=False):
+    def __init__(self, backend=None, cache_size_limit=None, nopython=False, evaluate_frames=True):
         self.backend = backend or _eager_backend
+        # True: the PEP 523 evaluator (lib/embed/eval_frame.h) captures the
+        # call and every frame it makes, guards checked in C++. False: only
+        # the called function and its resume functions, guards checked here
+        # in Python (dynamo.guards) -- the plain runner of rewritten code.
+        self.evaluate_frames = evaluate_frames
+        self._callback = self._on_frame  # one object: the C++ cache is keyed by it
         self._cache_size_limit = cache_size_limit
         self.nopython = nopython
         self.cache = {}            # code object -> [_Entry]
@@ -93,6 +102,35 @@ class Runtime:
                 "captures": self.captures, "cache_hits": self.cache_hits}
 
     def call(self, fn, args, kwargs):
+        if self.evaluate_frames:
+            previous = _C.set_eval_frame(self._callback, self._limit())
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _C.set_eval_frame(previous, config.cache_size_limit)
+        return self._call_checked(fn, args, kwargs)
+
+    def _limit(self):
+        return self._cache_size_limit if self._cache_size_limit is not None else config.cache_size_limit
+
+    def _on_frame(self, function, args, kwargs, recompile_reason):
+        """The frame evaluator's miss: capture this call of `function`."""
+        code = function.__code__
+        if recompile_reason is not None and config.warn_recompiles:
+            warnings.warn(f"dynamo: recompiling {code.co_qualname}: {recompile_reason}")
+        try:
+            entry = self._compile(function, function, args, kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:  # noqa: BLE001 - never break the user's program
+            if self.nopython:
+                raise
+            warnings.warn(f"dynamo: running {code.co_qualname} eagerly: capture failed: {e}")
+            _C.mark_skip(code)
+            return None
+        return entry.capture_bytes, (entry.function.__code__ if entry.function is not None else None)
+
+    def _call_checked(self, fn, args, kwargs):
         target = fn.__func__ if isinstance(fn, types.MethodType) else fn
         code = target.__code__
         entries = self.cache.setdefault(code, [])
@@ -102,7 +140,7 @@ class Runtime:
             if check_guards(entry.capture, fn, args, kwargs) is None:
                 self.cache_hits += 1
                 return self._run(entry, fn, args, kwargs)
-        limit = self._cache_size_limit if self._cache_size_limit is not None else config.cache_size_limit
+        limit = self._limit()
         if len(entries) >= limit:
             if code not in self.warned:
                 self.warned.add(code)
@@ -155,7 +193,7 @@ class Runtime:
             self.break_records.append(b)
             self.break_sites.add((b.location.file, b.location.line, b.offset, b.reason))
         if result["code"] is None:
-            return _Entry(capture, None)
+            return _Entry(capture, None, result["capture"])
         globals_ = target.__globals__
         if result["graph_name"]:
             gm = to_graph_module(capture, 0, attributes=result["attributes"])
@@ -168,11 +206,13 @@ class Runtime:
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
             globals_[name] = _Resume(self, code, globals_, capture_it, takes_closure)
             self.generated_code.append(code)
+            if not capture_it:
+                _C.mark_skip(code)
         self.generated_code.append(result["code"])
         function = types.FunctionType(result["code"], globals_, target.__name__,
                                       target.__defaults__, target.__closure__)
         function.__kwdefaults__ = target.__kwdefaults__
-        return _Entry(capture, function)
+        return _Entry(capture, function, result["capture"])
 
 
 def _placeholder_sources(capture):

@@ -8,8 +8,11 @@ from dynamo.runtime import Runtime
 class Compiled:
     def __init__(self, fn, backend=None):
         # A module runs its forward (hooks are not part of these cases).
+        # The plain runner: the called function and its resume functions
+        # are captured, what they call runs in Python (the corpus' counts
+        # are for this; under the frame evaluator callees are captured too).
         self.fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-        self.runtime = Runtime(backend)
+        self.runtime = Runtime(backend, evaluate_frames=False)
 
     def __call__(self, *args, **kwargs):
         return self.runtime.call(self.fn, args, kwargs)

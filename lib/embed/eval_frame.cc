@@ -1,0 +1,383 @@
+#include "lib/embed/eval_frame.h"
+
+#include <Python.h>
+// The frame layout (localsplus, f_func, f_code) of CPython 3.11; read only.
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lib/guards/evaluator.h"
+#include "lib/python/object.h"
+#include "proto/dynamo_ir.pb.h"
+
+namespace dynamo::embed {
+namespace {
+
+using python::Object;
+
+struct Entry {
+  PyObject* owner = nullptr;  // the callback whose capture this is (borrowed key)
+  guards::GuardEvaluator guards;
+  Object code;                // the rewritten code; empty: run the original
+  Object function;            // prebuilt for codes without a closure
+};
+
+// Everything the evaluator keeps about one code object, in its co_extra slot.
+struct CodeState {
+  bool skip = false;  // always run as it is
+  bool warned = false;
+  std::vector<std::string> names;  // localsplus names
+  std::vector<bool> cells;
+  std::vector<Entry> entries;
+};
+
+Py_ssize_t extra_index = -1;
+std::vector<CodeState*>* all_states = nullptr;  // for reset; leaked with the states
+thread_local PyObject* callback = nullptr;      // strong reference while set
+thread_local size_t cache_limit = 8;
+_PyFrameEvalFunction default_eval = nullptr;
+size_t hits = 0, misses = 0;
+std::vector<std::string>* skip_prefixes = nullptr;
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+void FreeState(void* p) {
+  // Called when a code object dies; the state stays in all_states until a
+  // reset, so only detach it there.
+  auto* state = static_cast<CodeState*>(p);
+  state->entries.clear();
+  state->skip = true;
+}
+
+// Whether frames of `co` are worth capturing: user code only.
+bool Skipped(PyCodeObject* co) {
+  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return true;
+  const char* file = PyUnicode_AsUTF8(co->co_filename);
+  if (file == nullptr) {
+    PyErr_Clear();
+    return true;
+  }
+  std::string f(file);
+  if (f.empty() || f[0] == '<') return true;  // generated (fx graphs), frozen, exec'd strings
+  // Comprehensions are traced inline with the function that makes them; on
+  // their own they start from a live iterator the trace cannot read.
+  const char* name = PyUnicode_AsUTF8(co->co_name);
+  if (name != nullptr && (std::string(name) == "<listcomp>" || std::string(name) == "<dictcomp>" ||
+                          std::string(name) == "<setcomp>" || std::string(name) == "<genexpr>")) {
+    return true;
+  }
+  for (const std::string& p : *skip_prefixes) {
+    if (StartsWith(f, p)) return true;
+  }
+  return false;
+}
+
+CodeState* StateOf(PyCodeObject* co) {
+  void* extra = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(co), extra_index, &extra) != 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (extra != nullptr) return static_cast<CodeState*>(extra);
+  auto* state = new CodeState();
+  state->skip = Skipped(co);
+  if (!state->skip) {
+    // localsplus: varnames, cells that are not arguments, free variables.
+    auto add = [&](PyObject* tuple, bool cell) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
+        std::string n = PyUnicode_AsUTF8(PyTuple_GET_ITEM(tuple, i));
+        bool seen = false;
+        for (size_t k = 0; k < state->names.size(); ++k) {
+          if (state->names[k] == n) {
+            state->cells[k] = state->cells[k] || cell;
+            seen = true;
+          }
+        }
+        if (!seen) {
+          state->names.push_back(n);
+          state->cells.push_back(cell);
+        }
+      }
+    };
+    Object varnames = Object::Steal(PyCode_GetVarnames(co));
+    Object cellvars = Object::Steal(PyCode_GetCellvars(co));
+    Object freevars = Object::Steal(PyCode_GetFreevars(co));
+    if (!varnames || !cellvars || !freevars) {
+      PyErr_Clear();
+      state->skip = true;
+    } else {
+      add(varnames.get(), false);
+      add(cellvars.get(), true);
+      add(freevars.get(), true);
+    }
+  }
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(co), extra_index, state) != 0) {
+    PyErr_Clear();
+    delete state;
+    return nullptr;
+  }
+  all_states->push_back(state);
+  return state;
+}
+
+// The call that made this frame, rebuilt from its bound parameters: the
+// positional ones (and *args), then keyword-only ones (and **kwargs) by name.
+struct Call {
+  std::vector<PyObject*> values;  // borrowed from the frame
+  Object kwnames;
+  size_t positional = 0;
+};
+
+bool RebuildCall(_PyInterpreterFrame* frame, Call& call) {
+  PyCodeObject* co = frame->f_code;
+  PyObject** l = frame->localsplus;
+  const int argc = co->co_argcount, kwonly = co->co_kwonlyargcount;
+  const bool varargs = co->co_flags & CO_VARARGS, varkw = co->co_flags & CO_VARKEYWORDS;
+  for (int i = 0; i < argc; ++i) call.values.push_back(l[i]);
+  if (varargs) {
+    PyObject* t = l[argc + kwonly];
+    if (t == nullptr || !PyTuple_Check(t)) return false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) call.values.push_back(PyTuple_GET_ITEM(t, i));
+  }
+  call.positional = call.values.size();
+  std::vector<Object> names;
+  Object varnames = Object::Steal(PyCode_GetVarnames(co));
+  if (!varnames) return false;
+  for (int i = argc; i < argc + kwonly; ++i) {
+    names.push_back(Object::Borrow(PyTuple_GET_ITEM(varnames.get(), i)));
+    call.values.push_back(l[i]);
+  }
+  if (varkw) {
+    PyObject* d = l[argc + kwonly + (varargs ? 1 : 0)];
+    if (d == nullptr || !PyDict_Check(d)) return false;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+      names.push_back(Object::Borrow(k));
+      call.values.push_back(v);
+    }
+  }
+  for (PyObject* v : call.values) {
+    if (v == nullptr) return false;  // a parameter not bound (cannot happen at entry)
+  }
+  if (!names.empty()) call.kwnames = python::MakeTuple(names);
+  return true;
+}
+
+PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_flag, PyThreadState* ts) {
+  if (!entry.code) return default_eval(ts, frame, throw_flag);
+  Call call;
+  if (!RebuildCall(frame, call)) return default_eval(ts, frame, throw_flag);
+  Object fn = entry.function;
+  if (!fn) {
+    fn = Object::Steal(PyFunction_New(entry.code.get(), frame->f_globals));
+    if (!fn) return nullptr;
+    PyObject* closure = frame->f_func->func_closure;
+    if (closure != nullptr && PyFunction_SetClosure(fn.get(), closure) != 0) return nullptr;
+  }
+  // The frame CPython made for the original code is cleared by our caller.
+  return PyObject_Vectorcall(fn.get(), call.values.data(), call.positional, call.kwnames.get());
+}
+
+PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag) {
+  PyObject* cb = callback;
+  if (cb == nullptr || throw_flag || frame->owner == FRAME_OWNED_BY_GENERATOR) {
+    return default_eval(ts, frame, throw_flag);
+  }
+  CodeState* state = StateOf(frame->f_code);
+  if (state == nullptr || state->skip) return default_eval(ts, frame, throw_flag);
+
+  // Free variables are still NULL at entry (COPY_FREE_VARS has not run):
+  // the guards read them from the function's closure, as the frame will.
+  PyCodeObject* co = frame->f_code;
+  PyObject** locals = frame->localsplus;
+  PyObject* local_copy[64];
+  std::vector<PyObject*> big_copy;
+  if (co->co_nfreevars > 0 && frame->f_func->func_closure != nullptr) {
+    PyObject* closure = frame->f_func->func_closure;
+    const int n = co->co_nlocalsplus;
+    if (n <= 64) {
+      std::copy(locals, locals + n, local_copy);
+      locals = local_copy;
+    } else {
+      big_copy.assign(locals, locals + n);
+      locals = big_copy.data();
+    }
+    for (int i = 0; i < co->co_nfreevars && i < PyTuple_GET_SIZE(closure); ++i) {
+      locals[n - co->co_nfreevars + i] = PyTuple_GET_ITEM(closure, i);
+    }
+  }
+  guards::FrameView view;
+  view.locals = locals;
+  view.names = &state->names;
+  view.cells = &state->cells;
+  view.globals = frame->f_globals;
+  size_t mine = 0;
+  const Entry* last = nullptr;
+  for (const Entry& e : state->entries) {
+    if (e.owner != cb) continue;
+    ++mine;
+    last = &e;
+    if (e.guards.Check(view)) {
+      ++hits;
+      return RunEntry(e, frame, throw_flag, ts);
+    }
+  }
+  ++misses;
+  if (mine >= cache_limit) {
+    if (!state->warned) {
+      state->warned = true;
+      std::string msg = absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
+                                     PyUnicode_AsUTF8(frame->f_code->co_filename), ":",
+                                     frame->f_code->co_firstlineno, ") was captured ", cache_limit,
+                                     " times (config.cache_size_limit); it runs eagerly from now on");
+      if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
+    }
+    return default_eval(ts, frame, throw_flag);
+  }
+
+  Call call;
+  if (!RebuildCall(frame, call)) return default_eval(ts, frame, throw_flag);
+  Object args = Object::Steal(PyTuple_New(static_cast<Py_ssize_t>(call.positional)));
+  for (size_t i = 0; i < call.positional; ++i) {
+    Py_INCREF(call.values[i]);
+    PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i), call.values[i]);
+  }
+  Object kwargs = Object::Steal(PyDict_New());
+  if (call.kwnames) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(call.kwnames.get()); ++i) {
+      PyDict_SetItem(kwargs.get(), PyTuple_GET_ITEM(call.kwnames.get(), i),
+                     call.values[call.positional + static_cast<size_t>(i)]);
+    }
+  }
+  Object reason = python::None();
+  if (last != nullptr) {
+    std::optional<std::string> why = last->guards.Explain(view);
+    if (why) reason = python::FromString(*why);
+  }
+  // Capture with the evaluator off: the callback's own frames (the runtime,
+  // the backend) run as plain Python.
+  Object keep = Object::Borrow(cb);
+  callback = nullptr;
+  PyObject* call_args[] = {reinterpret_cast<PyObject*>(frame->f_func), args.get(), kwargs.get(), reason.get()};
+  Object result = Object::Steal(PyObject_Vectorcall(cb, call_args, 4, nullptr));
+  callback = keep.get();
+  if (!result) return nullptr;  // nopython: the break propagates
+  if (result.get() == Py_None) return default_eval(ts, frame, throw_flag);
+
+  PyObject *capture_bytes = nullptr, *code = nullptr;
+  if (!PyArg_ParseTuple(result.get(), "SO", &capture_bytes, &code)) return nullptr;
+  ir::Capture capture;
+  if (!capture.ParseFromArray(PyBytes_AS_STRING(capture_bytes), static_cast<int>(PyBytes_GET_SIZE(capture_bytes)))) {
+    PyErr_SetString(PyExc_RuntimeError, "dynamo: unreadable capture");
+    return nullptr;
+  }
+  absl::StatusOr<guards::GuardEvaluator> compiled = guards::GuardEvaluator::Compile(capture.guards(), view);
+  if (!compiled.ok()) {
+    std::string msg = absl::StrCat("dynamo: running ", PyUnicode_AsUTF8(frame->f_code->co_qualname),
+                                   " eagerly: its guards cannot be checked (", compiled.status().message(), ")");
+    state->skip = true;
+    if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
+    return default_eval(ts, frame, throw_flag);
+  }
+  Entry entry{cb, *std::move(compiled), Object(), Object()};
+  if (code != Py_None) {
+    entry.code = Object::Borrow(code);
+    if (CodeState* generated = StateOf(reinterpret_cast<PyCodeObject*>(code))) generated->skip = true;
+    if (frame->f_func->func_closure == nullptr) {
+      entry.function = Object::Steal(PyFunction_New(code, frame->f_globals));
+      if (!entry.function) return nullptr;
+    }
+  }
+  state->entries.push_back(std::move(entry));
+  return RunEntry(state->entries.back(), frame, throw_flag, ts);
+}
+
+absl::Status Install() {
+  if (extra_index >= 0) return absl::OkStatus();
+  extra_index = _PyEval_RequestCodeExtraIndex(FreeState);
+  if (extra_index < 0) return absl::InternalError("no co_extra slot left");
+  all_states = new std::vector<CodeState*>();
+  skip_prefixes = new std::vector<std::string>();
+  // torch's and the standard library's code, and this package's own.
+  for (const char* module : {"torch", "os", "dynamo", "numpy", "scipy", "typing"}) {
+    absl::StatusOr<Object> m = python::Import(module);
+    if (!m.ok()) continue;
+    Object file = Object::Steal(PyObject_GetAttrString(m->get(), "__file__"));
+    if (!file || !PyUnicode_Check(file.get())) {
+      PyErr_Clear();
+      continue;
+    }
+    std::string f = PyUnicode_AsUTF8(file.get());
+    std::string dir = f.substr(0, f.rfind('/') + 1);
+    // os.py lives in the standard library's top directory.
+    skip_prefixes->push_back(dir);
+  }
+  PyErr_Clear();
+  PyInterpreterState* interp = PyInterpreterState_Get();
+  default_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
+  if (default_eval == nullptr) default_eval = _PyEval_EvalFrameDefault;
+  _PyInterpreterState_SetEvalFrameFunc(interp, EvalFrame);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PyObject* SetEvalFrame(PyObject* /*module*/, PyObject* args) {
+  PyObject* cb = nullptr;
+  Py_ssize_t limit = 8;
+  if (!PyArg_ParseTuple(args, "O|n:set_eval_frame", &cb, &limit)) return nullptr;
+  if (cb != Py_None && !PyCallable_Check(cb)) {
+    PyErr_SetString(PyExc_TypeError, "set_eval_frame: the callback must be callable or None");
+    return nullptr;
+  }
+  if (absl::Status s = Install(); !s.ok()) {
+    PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
+    return nullptr;
+  }
+  PyObject* previous = callback != nullptr ? callback : Py_NewRef(Py_None);
+  callback = cb == Py_None ? nullptr : Py_NewRef(cb);
+  cache_limit = static_cast<size_t>(limit < 0 ? 0 : limit);
+  return previous;  // the caller's reference to the old callback
+}
+
+PyObject* MarkSkip(PyObject* /*module*/, PyObject* code) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "mark_skip needs a code object");
+    return nullptr;
+  }
+  if (absl::Status s = Install(); !s.ok()) {
+    PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
+    return nullptr;
+  }
+  if (CodeState* state = StateOf(reinterpret_cast<PyCodeObject*>(code))) state->skip = true;
+  Py_RETURN_NONE;
+}
+
+PyObject* ResetCaches(PyObject* /*module*/, PyObject* /*unused*/) {
+  if (all_states != nullptr) {
+    for (CodeState* s : *all_states) {
+      s->entries.clear();
+      s->warned = false;
+    }
+  }
+  hits = misses = 0;
+  Py_RETURN_NONE;
+}
+
+PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
+  size_t entries = 0;
+  if (all_states != nullptr) {
+    for (const CodeState* s : *all_states) entries += s->entries.size();
+  }
+  return Py_BuildValue("{s:n,s:n,s:n}", "hits", static_cast<Py_ssize_t>(hits), "misses",
+                       static_cast<Py_ssize_t>(misses), "entries", static_cast<Py_ssize_t>(entries));
+}
+
+}  // namespace dynamo::embed

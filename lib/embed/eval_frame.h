@@ -1,0 +1,33 @@
+// The PEP 523 frame evaluator behind dynamo.optimize(): while a thread has a
+// callback set, every Python frame it starts (optimized functions and the
+// frames they call) is checked against a per-code-object cache of
+// (guards, rewritten code) in C++; a hit runs the rewritten code, a miss asks
+// the callback to capture, and frames that cannot gain (generators,
+// coroutines, torch's and the standard library's code, generated code) run
+// as CPython would run them.
+//
+//   dynamo._C.set_eval_frame(callback, cache_size_limit) -> previous callback
+//   callback(function, args, kwargs, recompile_reason) ->
+//       None                         (run this call eagerly, capture again next time)
+//     | (capture_bytes, code | None) (guards; code to run instead, None: the original)
+//
+// The cache belongs to the callback that filled it (one per optimize()
+// context, so two backends never share graphs). Needs CPython 3.11.
+#pragma once
+
+#include <Python.h>
+
+#include "absl/status/status.h"
+
+namespace dynamo::embed {
+
+// dynamo._C.set_eval_frame(callback or None, cache_size_limit=8).
+PyObject* SetEvalFrame(PyObject* module, PyObject* args);
+// dynamo._C.mark_skip(code): frames of this code always run as they are.
+PyObject* MarkSkip(PyObject* module, PyObject* code);
+// dynamo._C.reset_caches(): drops every cached entry of every code object.
+PyObject* ResetCaches(PyObject* module, PyObject* unused);
+// dynamo._C.cache_stats() -> {"hits": n, "misses": n, "entries": n}.
+PyObject* CacheStats(PyObject* module, PyObject* unused);
+
+}  // namespace dynamo::embed
