@@ -225,7 +225,7 @@ absl::Status CaptureBroken(const trace::TraceRequest& top, const ops::Registry& 
       graph_index = c.graphs_size();
       ir::Graph* g = c.add_graphs();
       *g = traced->graph;
-      g->set_name(absl::StrCat("graph_", graph_index));
+      g->set_name(rw->graph_name);  // the global the rewritten code calls it by
       for (trace::GraphAttribute& a : traced->attributes) {
         bool seen = false;
         for (const trace::GraphAttribute& b : attributes) seen |= b.target == a.target;

@@ -155,7 +155,8 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
                   original_listing.empty() ? Listing(c.original_bytecode()) : original_listing, "\n");
   if (c.rewritten_bytecode().instructions_size() > 0) {
     absl::StrAppend(&out, "MODIFIED BYTECODE",
-                    c.graph_index() >= 0 ? absl::StrCat(" (calls graph_", c.graph_index(), ")") : "",
+                    c.graph_index() >= 0 && c.graph_index() < c.graphs_size()
+                        ? absl::StrCat(" (calls ", c.graphs(c.graph_index()).name(), ")") : "",
                     "\n\n", Listing(c.rewritten_bytecode()), "\n");
   }
   for (const ir::ResumeFunction& r : c.resume_functions()) {
@@ -164,7 +165,8 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
                     r.captured() ? "" : " — runs as plain Python", "\n\n", Listing(r.bytecode()), "\n");
     if (r.traced()) {
       absl::StrAppend(&out, "MODIFIED BYTECODE of ", r.name(),
-                      r.graph_index() >= 0 ? absl::StrCat(" (calls graph_", r.graph_index(), ")") : "",
+                      r.graph_index() >= 0 && r.graph_index() < c.graphs_size()
+                          ? absl::StrCat(" (calls ", c.graphs(r.graph_index()).name(), ")") : "",
                       "\n\n", Listing(r.rewritten_bytecode()), "\n");
     } else if (!r.note().empty()) {
       absl::StrAppend(&out, "  (", r.note(), ")\n\n");

@@ -1,8 +1,43 @@
-"""libdynamo's Python side.
+"""libdynamo's Python side, shaped like torch._dynamo: code ports by changing
+`import torch._dynamo as dynamo` to `import dynamo`.
+
+    import dynamo
+    f = dynamo.optimize("eager")(f)             # or "ts", or any backend(gm, example_inputs)
+    model = dynamo.optimize("ts")(model)        # an OptimizedModule (model._orig_mod)
+    print(dynamo.explain(f)(x, y))              # graphs, breaks (with their lines), ops, guards
+    gm, guards = dynamo.export(model, x)        # one graph, or dynamo.Unsupported at a break
+    dynamo.disable(g); dynamo.reset(); dynamo.list_backends(); dynamo.config.cache_size_limit = 16
 
     from dynamo.loader import load
-    gm, capture = load("model.pb")            # a torch.fx.GraphModule
-    gm(torch.randn(8, 3, 224, 224))
+    gm, capture = load("model.pb")              # an offline capture as a torch.fx.GraphModule
 
-The live shim (dynamo.optimize, explain, export) joins this package later.
+Only `config` is imported with the package; the rest (and torch with it)
+loads on first use, so `import dynamo._C` and `dynamo.loader` stay light.
 """
+from dynamo import config  # noqa: F401
+
+_LAZY = {
+    "optimize": "eval_frame", "optimize_assert": "eval_frame", "disable": "eval_frame",
+    "reset": "eval_frame", "OptimizedModule": "eval_frame",
+    "explain": "explain", "export": "explain", "ExplainOutput": "explain", "Guard": "explain",
+    "BreakReason": "explain",
+    "list_backends": "backends", "register_backend": "backends", "lookup_backend": "backends",
+    "InvalidBackend": "backends",
+    "Unsupported": "runtime", "Runtime": "runtime",
+}
+
+__all__ = ["config", *_LAZY]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dynamo' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f"dynamo.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -245,3 +245,40 @@ def load(path, root=None, graph_index=0):
         raise CaptureError(f"{path}: the capture has no graphs")
     gm = to_graph_module(capture, graph_index, root, os.path.dirname(os.path.abspath(path)))
     return gm, capture
+
+
+def load_program(capture, function, root=None, base_dir="."):
+    """A callable that runs a capture made with graph breaks (dynamo-export
+    --allow-breaks) the way the live shim would: the rewritten code, with each
+    graph as a torch.fx.GraphModule and each resume function bound under the
+    global name the code calls it by (installed in `function`'s globals).
+    Resume functions traced offline run their own rewritten code; the others
+    run as the plain Python they are."""
+    import marshal
+    import types
+
+    if not capture.rewritten_code:
+        raise CaptureError("the capture has no rewritten code (it was made without graph breaks)")
+    g = function.__globals__
+    for i, graph in enumerate(capture.graphs):
+        g[graph.name] = to_graph_module(capture, i, root=root, base_dir=base_dir).forward
+
+    def resume(r):
+        code = marshal.loads(r.rewritten_code if r.traced else r.code)
+
+        def call(*args):
+            closure = None
+            if r.takes_closure:
+                closure, args = args[0], args[1:]
+            return types.FunctionType(code, g, code.co_name, None, closure)(*args)
+        return call
+
+    for r in capture.resume_functions:
+        g[r.name] = resume(r)
+    target = function.__func__ if isinstance(function, types.MethodType) else function
+    rewritten = types.FunctionType(marshal.loads(capture.rewritten_code), g, target.__name__,
+                                   target.__defaults__, target.__closure__)
+    rewritten.__kwdefaults__ = target.__kwdefaults__
+    if isinstance(function, types.MethodType):
+        return types.MethodType(rewritten, function.__self__)
+    return rewritten

@@ -6,6 +6,7 @@ crash, a C++/Python traceback, or a file left behind.
 Run by CTest as: python3.11 cli_test.py PATH/TO/dynamo-inspect PATH/TO/dynamo-export
 (with the build's python/ directory on PYTHONPATH for the loader).
 """
+import contextlib
 import dis
 import io
 import os
@@ -380,6 +381,69 @@ class InspectReport(unittest.TestCase):
             self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
             self.assertIn(fragment, result.stderr)
             self.assertEqual(result.stdout, "")
+
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+BREAKS = os.path.join(REPO, "examples", "breaks.py")
+GOLDEN = os.path.join(REPO, "test", "cli", "golden", "inspect_breaks.txt")
+BREAK_INPUTS = ["-i", "f32[4,8]", "-i", "f32[8]"]
+
+
+class BreaksTest(unittest.TestCase):
+    """Graph breaks offline: the full report is a checked-in golden file (so
+    format changes are deliberate), and --allow-breaks writes a program that
+    runs like the function."""
+
+    def test_inspect_golden(self):
+        result = run(BREAKS, "--fn", "normalize", *BREAK_INPUTS)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        text = result.stdout.replace(REPO, "<repo>")
+        if os.environ.get("DYNAMO_UPDATE_GOLDEN"):
+            with open(GOLDEN, "w") as f:
+                f.write(text)
+        with open(GOLDEN) as f:
+            self.assertEqual(text, f.read(), "re-run with DYNAMO_UPDATE_GOLDEN=1 if the change is deliberate")
+        for section in ("ORIGINAL BYTECODE", "MODIFIED BYTECODE", "RESUME FUNCTION", "GUARDS",
+                        "GRAPH BREAKS (2)", "print(\"normalizing\"", "if h.sum() > 0:"):
+            self.assertIn(section, text)
+
+    def test_max_breaks_gate(self):
+        self.assertNotEqual(run(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "--max-breaks", "1").returncode, 0)
+        self.assertEqual(run(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "--max-breaks", "2").returncode, 0)
+
+    def test_export_allow_breaks_runs(self):
+        import marshal
+        import importlib.util
+        import torch
+        from dynamo.loader import load_program, read_capture
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "n.pb")
+            refused = export(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "-o", out)
+            self.assertNotEqual(refused.returncode, 0)
+            self.assertIn("graph break", refused.stderr)
+            self.assertFalse(os.path.exists(out))
+            done = export(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "-o", out, "--allow-breaks")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            capture = read_capture(out)
+        # relu*scale, then sum>0 after the print, then each branch's tail.
+        self.assertEqual(len(capture.graphs), 4)
+        self.assertEqual(len(capture.graph_breaks), 2)
+        for r in capture.resume_functions:
+            self.assertTrue(r.code)
+            code = marshal.loads(r.code)
+            list(dis.get_instructions(code))
+            dis._parse_exception_table(code)
+        spec = importlib.util.spec_from_file_location("breaks_example", BREAKS)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        program = load_program(capture, module.normalize)
+        for sign in (1.0, -1.0):
+            x, scale = torch.randn(4, 8) * sign, torch.rand(8)
+            with contextlib.redirect_stdout(io.StringIO()) as printed:
+                got = program(x, scale)
+            want = module.normalize(x, scale)
+            self.assertTrue(torch.equal(got, want))
+            self.assertIn("normalizing (4, 8)", printed.getvalue())
 
 
 if __name__ == "__main__":

@@ -1,0 +1,224 @@
+"""dynamo.optimize, disable and reset: the torch._dynamo entry points over
+dynamo.runtime.Runtime.
+
+    opt = dynamo.optimize("eager")         # one Runtime: one cache, one history
+    f = opt(f)                              # functools.wraps(f); f(x) is captured
+    model = opt(model)                      # OptimizedModule; model._orig_mod
+    g = dynamo.disable(g)                   # never captured
+    dynamo.reset()                          # every Runtime forgets its captures
+
+A function (or bound method) is run through the Runtime: captured on its real
+arguments on a cache miss, graph breaks handled by resume functions, cached
+per code object behind the capture's guards. A module's forward is captured
+the same way; its own hooks (and global module hooks) run as plain Python
+around the captured forward, as nn.Module.__call__ would run them.
+"""
+import functools
+import types
+import warnings
+import weakref
+
+import torch
+
+from dynamo.backends import lookup_backend
+from dynamo.runtime import Runtime
+
+# Every Runtime optimize() made, for reset(); weak so that dropping an
+# optimized function drops its captures.
+_runtimes = weakref.WeakSet()
+
+
+def _new_runtime(backend, nopython):
+    runtime = Runtime(backend=backend, nopython=nopython)
+    _runtimes.add(runtime)
+    return runtime
+
+
+def reset():
+    """Drops the cached captures of every Runtime made by optimize(): the
+    next call of any optimized function captures again (like
+    torch._dynamo.reset(); the graphs already handed over stay in
+    Runtime.graphs as history)."""
+    for runtime in list(_runtimes):
+        drop = getattr(runtime, "reset", None)
+        if callable(drop):
+            drop()
+        else:  # today's engine: the cache and the cache-limit warnings
+            runtime.cache.clear()
+            runtime.warned.clear()
+
+
+def _is_disabled(fn):
+    return bool(getattr(fn, "_dynamo_disable", False))
+
+
+def disable(fn=None, recursive=True):
+    """fn (a function, method or module), never captured: optimize() leaves
+    it as it is, and the frame evaluator runs it plainly when optimized code
+    calls it (the marker is the attribute `_dynamo_disable = True`; torch's
+    `_torchdynamo_disable` is set too). `@disable` and `@disable()` both work.
+    A module is marked in place and returned."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    if not callable(fn):
+        raise TypeError(f"dynamo.disable expects a callable, got {type(fn).__name__}")
+    if _is_disabled(fn):
+        return fn
+    if isinstance(fn, torch.nn.Module):
+        fn._dynamo_disable = True
+        return fn
+    fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # disable(optimize(f)): f, plainly
+
+    @functools.wraps(fn)
+    def _disabled(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    _disabled._dynamo_disable = True
+    _disabled._torchdynamo_disable = True
+    _disabled._torchdynamo_orig_callable = fn
+    return _disabled
+
+
+def capture_target(fn):
+    """The function or bound method the Runtime captures for calling fn:
+    fn itself, a module's forward, a callable object's __call__; None when
+    there is no Python code to capture (a builtin)."""
+    if isinstance(fn, OptimizedModule):
+        fn = fn._orig_mod
+    fn = getattr(fn, "_torchdynamo_orig_callable", fn)
+    if isinstance(fn, torch.nn.Module):
+        return fn.forward
+    if isinstance(fn, (types.FunctionType, types.MethodType)):
+        target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+        return fn if isinstance(target, types.FunctionType) else None
+    call = getattr(type(fn), "__call__", None)
+    if isinstance(call, types.FunctionType):
+        return types.MethodType(call, fn)
+    return None
+
+
+def _has_hooks(module):
+    m = torch.nn.modules.module
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or
+                getattr(m, "_global_forward_hooks", None) or getattr(m, "_global_forward_pre_hooks", None) or
+                getattr(m, "_global_backward_hooks", None))
+
+
+class OptimizedModule(torch.nn.Module):
+    """A module whose forward runs through one Runtime. Calling it behaves
+    like calling the original: the original's hooks run (in Python) around
+    the captured forward; parameters, buffers, train()/eval() and
+    state_dict() are the original's (under the `_orig_mod.` prefix, as in
+    torch); other attributes are read from the original."""
+
+    def __init__(self, mod, runtime):
+        super().__init__()
+        self._orig_mod = mod
+        self.dynamo_runtime = runtime
+        forward = mod.forward
+
+        def compiled_forward(*args, **kwargs):
+            return runtime.call(forward, args, kwargs)
+
+        self._compiled_forward = functools.wraps(forward)(compiled_forward)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            modules = self.__dict__.get("_modules")
+            if not modules or "_orig_mod" not in modules:
+                raise
+            return getattr(modules["_orig_mod"], name)
+
+    def forward(self, *args, **kwargs):
+        mod = self._orig_mod
+        if not _has_hooks(mod):
+            return self._compiled_forward(*args, **kwargs)
+        # The original's __call__ (its hooks, in Python) with its forward
+        # routed to the capture for the length of the call.
+        missing = object()
+        previous = mod.__dict__.get("forward", missing)
+        mod.__dict__["forward"] = self._compiled_forward
+        try:
+            return mod(*args, **kwargs)
+        finally:
+            if previous is missing:
+                del mod.__dict__["forward"]
+            else:
+                mod.__dict__["forward"] = previous
+
+    def __call__(self, *args, **kwargs):
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks:
+            return super().__call__(*args, **kwargs)  # hooks on the wrapper itself
+        return self.forward(*args, **kwargs)
+
+
+class _Optimize:
+    """What optimize() returns: applied to functions and modules, it routes
+    them through its one Runtime (`.runtime`)."""
+
+    def __init__(self, backend, nopython):
+        self.backend = lookup_backend(backend)
+        self.nopython = nopython
+        self.runtime = _new_runtime(self.backend, nopython)
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"dynamo.optimize(...) expects a function or an nn.Module, got {type(fn).__name__}")
+        if _is_disabled(fn):
+            return fn
+        if isinstance(fn, OptimizedModule):
+            fn = fn._orig_mod
+        if isinstance(fn, torch.nn.Module):
+            return OptimizedModule(fn, self.runtime)
+        fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # re-optimizing: the original
+        target = capture_target(fn)
+        if target is None:
+            warnings.warn(f"dynamo.optimize: {fn!r} has no Python code to capture; it runs as it is")
+            return fn
+        runtime = self.runtime
+
+        @functools.wraps(fn)
+        def _optimized(*args, **kwargs):
+            return runtime.call(target, args, kwargs)
+
+        _optimized._torchdynamo_orig_callable = fn
+        _optimized.dynamo_runtime = runtime
+        return _optimized
+
+    def __enter__(self):
+        raise NotImplementedError("dynamo.optimize(...) as a context manager needs the frame evaluator; "
+                                  "apply it to a function or module instead: dynamo.optimize(backend)(fn)")
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _identity(fn):
+    return fn
+
+
+def optimize(backend="eager", nopython=False, disable=False):
+    """A decorator that captures functions and modules with `backend`.
+
+        @dynamo.optimize("eager")
+        def f(x, y): ...
+        model = dynamo.optimize("ts")(model)          # an OptimizedModule
+
+    backend: a name from dynamo.list_backends() or a callable
+    (gm: torch.fx.GraphModule, example_inputs: list[Tensor]) -> callable.
+    nopython=True: a graph break raises dynamo.Unsupported (with its
+    location) instead of falling back to Python. disable=True: the identity.
+    Each optimize() call owns one Runtime (its cache and history: `.runtime`,
+    and `fn.dynamo_runtime` on what it returns). Failures inside capture or
+    the backend never break the program: the call runs eagerly, with a
+    warning."""
+    if disable:
+        return _identity
+    return _Optimize(backend, nopython)
+
+
+def optimize_assert(backend="eager"):
+    """optimize(backend, nopython=True), torch's spelling."""
+    return optimize(backend, nopython=True)

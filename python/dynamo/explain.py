@@ -1,0 +1,345 @@
+"""dynamo.explain and dynamo.export: what a capture made of a function, and
+the function as one standalone graph.
+
+    out = dynamo.explain(fn)(x, y)          # runs fn once, through a fresh Runtime
+    print(out)                              # counts, each break with its line and hint, ops per graph
+    out.graph_count, out.break_reasons[0].user_stack, out.out_guards
+
+    gm, guards = dynamo.export(model, x)    # raises dynamo.Unsupported at a graph break
+    gm(x)                                   # == model(x)
+"""
+import inspect
+import re
+import time
+import traceback
+import types
+import warnings
+
+import torch
+import torch.fx
+
+from dynamo import dynamo_ir_pb2 as ir
+from dynamo.eval_frame import capture_target
+from dynamo.guards import _constant, frame_for_call, resolve_source
+from dynamo.loader import _get_path, _set_path, meta_dict
+from dynamo.runtime import Runtime, Unsupported, format_break
+
+
+# ----------------------------------------------------------------- guards
+class Guard:
+    """One guard of a capture, readable: `str(g)` is "L['x']: TENSOR_MATCH
+    float32[4] strides [1] cpu"; `.proto` is the dynamo_ir_pb2.Guard."""
+
+    def __init__(self, proto):
+        self.proto = proto
+        self.kind = ir.Guard.Kind.Name(proto.kind)
+        self.source = proto.source
+        self.reason = proto.reason
+        which = proto.WhichOneof("expected")
+        if which == "tensor":
+            m = meta_dict(proto.tensor)
+            dtype = str(m["dtype"]).removeprefix("torch.")
+            self.expected = (f"{dtype}{m['sizes']} strides {m['strides']} {m['device']}"
+                             + (" requires_grad" if m["requires_grad"] else ""))
+        elif which == "value":
+            value = _constant(proto.value)
+            self.expected = value if isinstance(value, str) else repr(value)
+        else:
+            self.expected = "None" if proto.kind == ir.Guard.IS_NONE else ""
+
+    def __str__(self):
+        return f"{self.source}: {self.kind} {self.expected}".rstrip()
+
+    __repr__ = __str__
+
+
+# ----------------------------------------------------------------- explain
+class BreakReason:
+    """One graph break: `reason` (the message and its category), `location`
+    ("file:line"), `text` (the source line), `hint`, `user_stack` (a list of
+    one traceback.FrameSummary, as torch gives), `proto` (the GraphBreak)."""
+
+    def __init__(self, proto, function_name):
+        self.proto = proto
+        self.category = ir.GraphBreak.Reason.Name(proto.reason)
+        self.reason = f"{proto.message} [{self.category}]"
+        self.location = f"{proto.location.file}:{proto.location.line}"
+        self.text = proto.location.text
+        self.hint = proto.hint
+        self.opcode = proto.opcode
+        self.offset = proto.offset
+        self.user_stack = [traceback.FrameSummary(proto.location.file, proto.location.line, function_name,
+                                                  line=proto.location.text or None)]
+
+    def __str__(self):
+        return format_break(self.proto)
+
+    __repr__ = __str__
+
+
+def _target_name(node):
+    target = node.target
+    if node.op == "call_function":
+        try:
+            return torch.fx.node._get_qualified_name(target)
+        except Exception:  # noqa: BLE001 - any callable prints somehow
+            return getattr(target, "__name__", repr(target))
+    return str(target)
+
+
+_OPS = ("call_function", "call_method", "call_module")
+
+
+class ExplainOutput:
+    """What one call of a function made: graphs (torch.fx.GraphModules, in
+    the order the backend got them), graph_count, graph_break_count,
+    break_reasons ([BreakReason]), op_count, ops_per_graph (per graph, the
+    targets of its call nodes), out_guards ([Guard] over every capture) and
+    compile_times (seconds: the whole explained call, captures included)."""
+
+    def __init__(self, graphs, break_reasons, out_guards, compile_times):
+        self.graphs = graphs
+        self.graph_count = len(graphs)
+        self.break_reasons = break_reasons
+        self.graph_break_count = len(break_reasons)
+        self.ops_per_graph = [[n.target for n in gm.graph.nodes if n.op in _OPS] for gm in graphs]
+        self.op_count = sum(len(ops) for ops in self.ops_per_graph)
+        self.out_guards = out_guards
+        self.compile_times = compile_times
+
+    def __str__(self):
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break Reasons:")
+            for i, b in enumerate(self.break_reasons, 1):
+                lines.append(f"  Break Reason {i}: {b.reason}")
+                lines.append(f"    at {b.location}: {b.text}" if b.text else f"    at {b.location}")
+                if b.hint:
+                    lines.append(f"    hint: {b.hint}")
+        lines.append("Ops per Graph:")
+        for i, gm in enumerate(self.graphs, 1):
+            lines.append(f"  Ops {i}:")
+            lines.extend(f"    {_target_name(n)}" for n in gm.graph.nodes if n.op in _OPS)
+        lines.append("Out Guards:")
+        lines.extend(f"  {g}" for g in self.out_guards)
+        if self.compile_times is not None:
+            lines.append(f"Compile Times: {self.compile_times * 1e3:.1f} ms (the explained call, captures included)")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _target_or_raise(fn, what):
+    target = capture_target(fn)
+    if target is None:
+        raise TypeError(f"dynamo.{what}: {fn!r} has no Python code to capture")
+    return target
+
+
+def _run_explain(fn, args, kwargs):
+    target = _target_or_raise(fn, "explain")
+    graphs = []
+
+    def recording(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    runtime = Runtime(backend=recording)
+    start = time.perf_counter()
+    runtime.call(target, tuple(args), dict(kwargs))
+    elapsed = time.perf_counter() - start
+    name = getattr(target, "__qualname__", getattr(target, "__name__", "<fn>"))
+    reasons = [BreakReason(b, name) for b in runtime.break_records]
+    guards = [Guard(g) for c in runtime.captures_made for g in c.guards]
+    return ExplainOutput(graphs, reasons, guards, elapsed)
+
+
+def explain(fn, *extra_args, **extra_kwargs):
+    """explain(fn)(*args, **kwargs) -> ExplainOutput: runs fn once through a
+    fresh Runtime (eager backend) and reports its graphs, breaks and guards.
+    torch's older form explain(fn, *args, **kwargs) runs it at once."""
+    if extra_args or extra_kwargs:
+        warnings.warn("dynamo.explain(fn, *args) is deprecated; use dynamo.explain(fn)(*args)",
+                      DeprecationWarning, stacklevel=2)
+        return _run_explain(fn, extra_args, extra_kwargs)
+
+    def inner(*args, **kwargs):
+        return _run_explain(fn, args, kwargs)
+
+    return inner
+
+
+# ----------------------------------------------------------------- export
+_ROOT = re.compile(r"^L\['((?:[^'\\]|\\.)*)'\]")
+
+
+def _identifier(text):
+    name = re.sub(r"\W", "_", text)
+    return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def _tensor_leaves(name, value, out):
+    if isinstance(value, torch.Tensor):
+        out.append((name, value))
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            _tensor_leaves(f"{name}_{i}", v, out)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _tensor_leaves(f"{name}_{k}", v, out)
+
+
+def _index_of(value, items):
+    return next((i for i, item in enumerate(items) if item is value), None)
+
+
+_CONSTANTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+def _output_node(value, outputs, output_nodes, inputs, input_nodes, used):
+    """The fx value giving `value` (the function's return value) from the
+    graph's outputs, its inputs or constants; None where nothing does."""
+    if isinstance(value, torch.Tensor):
+        i = _index_of(value, outputs)
+        if i is not None:
+            used.add(i)
+            return output_nodes[i]
+        i = _index_of(value, inputs)
+        return input_nodes[i] if i is not None else None
+    if type(value) in (tuple, list):
+        items = [_output_node(v, outputs, output_nodes, inputs, input_nodes, used) for v in value]
+        if any(item is None and v is not None for item, v in zip(items, value)):
+            return None
+        return type(value)(items)
+    if type(value) is dict:
+        items = {k: _output_node(v, outputs, output_nodes, inputs, input_nodes, used) for k, v in value.items()}
+        if any(items[k] is None and v is not None for k, v in value.items()):
+            return None
+        return items
+    if isinstance(value, _CONSTANTS):
+        return value
+    return None
+
+
+def export(fn, *args, **kwargs):
+    """(graph_module, guards) for fn(*args, **kwargs) captured as one graph.
+
+    fn (a function, bound method or nn.Module) runs once, through a nopython
+    Runtime: a graph break raises dynamo.Unsupported with its location
+    ("file:line: message [REASON] | source line | hint: ..."), and so does a
+    call that makes no graph.
+
+    graph_module is a torch.fx.GraphModule whose forward takes the tensors
+    among fn's arguments, flattened in order (positional, then keyword;
+    lists, tuples and dicts in order) and returns what fn returns, in the
+    same structure (`gm(x)` equals `model(x)`). Python scalars are
+    specialised into the graph (the guards record their values). Module
+    parameters and buffers, and other tensors fn reads from its closure or
+    globals, are attributes of graph_module: the same tensor objects, so
+    in-place buffer updates (BatchNorm in training) reach the original
+    module. Side effects the live runtime replays outside the graph
+    (attribute or global stores of Python values) are not part of it; a
+    warning says when graph outputs are dropped for that reason.
+
+    guards is a list of Guard (readable; `.proto` is the IR message): the
+    conditions under which the graph stands for fn."""
+    target = _target_or_raise(fn, "export")
+    recorded = []
+
+    def recording(gm, example_inputs):
+        record = {"gm": gm, "outputs": None}
+        recorded.append(record)
+
+        def run(*flat):
+            record["outputs"] = gm(*flat)
+            return record["outputs"]
+
+        return run
+
+    runtime = Runtime(backend=recording, nopython=True)
+    result = runtime.call(target, tuple(args), dict(kwargs))
+    name = getattr(target, "__qualname__", repr(target))
+    if len(recorded) != 1 or len(runtime.captures_made) != 1:
+        raise Unsupported(f"dynamo.export: {name} must produce exactly one graph; "
+                          f"it produced {len(recorded)}")
+    capture = runtime.captures_made[0]
+    gm, outputs = recorded[0]["gm"], recorded[0]["outputs"]
+    guards = [Guard(g) for g in capture.guards]
+    return _standalone(gm, capture, target, args, kwargs, result, outputs, name), guards
+
+
+def _standalone(gm, capture, target, args, kwargs, result, outputs, name):
+    sources = [spec.name for spec in capture.inputs if spec.WhichOneof("value") == "tensor"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(sources) != len(placeholders):
+        raise Unsupported(f"dynamo.export: {name}: {len(placeholders)} graph inputs, {len(sources)} sources")
+    frame = frame_for_call(target, args, kwargs)
+    func = target.__func__ if isinstance(target, types.MethodType) else target
+    bound = inspect.signature(target).bind(*args, **kwargs)
+    bound.apply_defaults()
+    leaves = []
+    for pname, value in bound.arguments.items():
+        _tensor_leaves(pname, value, leaves)
+
+    graph = torch.fx.Graph()
+    taken = set()
+
+    def fresh(base):
+        base, n = _identifier(base), 1
+        candidate = base
+        while candidate in taken:
+            n += 1
+            candidate = f"{base}_{n}"
+        taken.add(candidate)
+        return candidate
+
+    leaf_nodes = [graph.placeholder(fresh(pname)) for pname, _ in leaves]
+    leaf_values = [value for _, value in leaves]
+    env = {}
+    for node, source in zip(placeholders, sources):
+        value = resolve_source(source, frame, func.__globals__)
+        root = _ROOT.match(source)
+        if root and root.group(1) in bound.arguments:
+            i = _index_of(value, leaf_values)
+            if i is None:
+                raise Unsupported(f"dynamo.export: {name}: graph input {source} is not a tensor argument "
+                                  "(a tensor inside another object cannot be an export input)")
+            env[node] = leaf_nodes[i]
+            continue
+        # State (self.<path>, closure, globals): an attribute of the module.
+        path = source.removeprefix("L['self'].") if source.startswith("L['self'].") else None
+        if path is None or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", path):
+            path = fresh(f"_state_{source}")
+        try:
+            existing = _get_path(gm, path)
+        except AttributeError:
+            existing = None
+        if existing is not None and existing is not value:
+            path = fresh(f"_state_{source}")
+        if existing is not value:
+            _set_path(gm, path, value)
+        env[node] = graph.get_attr(path)
+
+    state = [(n, _get_path(gm, n.target)) for n in env.values() if n.op == "get_attr"]
+    output_nodes = ()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "output":
+            output_nodes = tuple(env[n] for n in node.args[0])
+            break
+        env[node] = graph.node_copy(node, lambda n: env[n])
+    used = set()
+    returned = _output_node(result, list(outputs), output_nodes, leaf_values + [v for _, v in state],
+                            leaf_nodes + [n for n, _ in state], used)
+    if returned is None and result is not None:
+        raise Unsupported(f"dynamo.export: {name} returns a {type(result).__name__} that its graph does not "
+                          "produce (only tensors, constants and lists, tuples and dicts of them can be returned)")
+    dropped = sorted(set(range(len(output_nodes))) - used)
+    if dropped:
+        warnings.warn(f"dynamo.export: {name}: graph outputs {dropped} are not returned by the function "
+                      "(values the runtime stores outside the graph); the exported graph drops them")
+    graph.output(returned)
+    graph.lint()
+    return torch.fx.GraphModule(gm, graph, class_name=f"{_identifier(name)}_export")
