@@ -125,7 +125,10 @@ def _agrees(candidate, gm, example_inputs):
 
 def _script_or_trace(gm, example_inputs):
     try:
-        return torch.jit.script(gm), "scripted"
+        with warnings.catch_warnings():
+            # GraphModule's own attributes (meta dicts) trip a TorchScript notice.
+            warnings.filterwarnings("ignore", message="The TorchScript type system doesn't support")
+            return torch.jit.script(gm), "scripted"
     except Exception as script_error:  # noqa: BLE001 - tracing is the fallback
         try:
             with warnings.catch_warnings():

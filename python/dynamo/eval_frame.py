@@ -20,8 +20,12 @@ import weakref
 
 import torch
 
+from dynamo import _C
+from dynamo import config
 from dynamo.backends import lookup_backend
 from dynamo.runtime import Runtime
+
+set_eval_frame = getattr(_C, "set_eval_frame", None)
 
 # Every Runtime optimize() made, for reset(); weak so that dropping an
 # optimized function drops its captures.
@@ -39,13 +43,16 @@ def reset():
     next call of any optimized function captures again (like
     torch._dynamo.reset(); the graphs already handed over stay in
     Runtime.graphs as history)."""
+    reset_caches = getattr(_C, "reset_caches", None)
+    if reset_caches is not None:  # the frame evaluator's per-code caches
+        reset_caches()
     for runtime in list(_runtimes):
         drop = getattr(runtime, "reset", None)
         if callable(drop):
             drop()
-        else:  # today's engine: the cache and the cache-limit warnings
-            runtime.cache.clear()
-            runtime.warned.clear()
+        else:  # the Runtime's own cache (guards checked in Python) and its warnings
+            getattr(runtime, "cache", {}).clear()
+            getattr(runtime, "warned", set()).clear()
 
 
 def _is_disabled(fn):
@@ -54,10 +61,12 @@ def _is_disabled(fn):
 
 def disable(fn=None, recursive=True):
     """fn (a function, method or module), never captured: optimize() leaves
-    it as it is, and the frame evaluator runs it plainly when optimized code
-    calls it (the marker is the attribute `_dynamo_disable = True`; torch's
-    `_torchdynamo_disable` is set too). `@disable` and `@disable()` both work.
-    A module is marked in place and returned."""
+    it as it is, and when optimized code calls it, it runs with the frame
+    evaluator off (so the frames it makes are not captured either). The
+    marker is the attribute `_dynamo_disable = True` (torch's
+    `_torchdynamo_disable` too), for the translator to break at such a call
+    rather than inline it. `@disable` and `@disable()` both work. A module is
+    marked in place and returned."""
     if fn is None:
         return functools.partial(disable, recursive=recursive)
     if not callable(fn):
@@ -71,7 +80,14 @@ def disable(fn=None, recursive=True):
 
     @functools.wraps(fn)
     def _disabled(*args, **kwargs):
-        return fn(*args, **kwargs)
+        # The frame evaluator off for the length of the call (this wrapper is
+        # dynamo code, which the evaluator itself never captures).
+        previous = set_eval_frame(None, config.cache_size_limit) if set_eval_frame else None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if previous is not None:
+                set_eval_frame(previous, config.cache_size_limit)
 
     _disabled._dynamo_disable = True
     _disabled._torchdynamo_disable = True

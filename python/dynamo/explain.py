@@ -81,7 +81,7 @@ def _target_name(node):
     target = node.target
     if node.op == "call_function":
         try:
-            return torch.fx.node._get_qualified_name(target)
+            return torch.fx.node._get_qualified_name(target).replace("_operator.", "operator.")
         except Exception:  # noqa: BLE001 - any callable prints somehow
             return getattr(target, "__name__", repr(target))
     return str(target)
@@ -177,6 +177,18 @@ _ROOT = re.compile(r"^L\['((?:[^'\\]|\\.)*)'\]")
 def _identifier(text):
     name = re.sub(r"\W", "_", text)
     return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def _module_path(source):
+    """"layer1.0.bn1.running_mean" for "L['self'].layer1[0].bn1.running_mean"
+    (the module's own attribute path), else None."""
+    if not source.startswith("L['self']"):
+        return None
+    path = re.sub(r"\[(\d+)\]", r".\1", source.removeprefix("L['self']"))
+    path = re.sub(r"\['([A-Za-z_]\w*)'\]", r".\1", path)
+    if re.fullmatch(r"(\.\w+)+", path):
+        return path[1:]
+    return None
 
 
 def _tensor_leaves(name, value, out):
@@ -308,8 +320,8 @@ def _standalone(gm, capture, target, args, kwargs, result, outputs, name):
             env[node] = leaf_nodes[i]
             continue
         # State (self.<path>, closure, globals): an attribute of the module.
-        path = source.removeprefix("L['self'].") if source.startswith("L['self'].") else None
-        if path is None or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", path):
+        path = _module_path(source)
+        if path is None:
             path = fresh(f"_state_{source}")
         try:
             existing = _get_path(gm, path)

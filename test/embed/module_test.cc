@@ -78,5 +78,37 @@ sys.modules["dynamo._C"] = types.ModuleType("dynamo._C")
   DYNAMO_REQUIRE_OK(RegisterModule());
 }
 
+
+TEST_CASE("The live shim runs in the host's interpreter") {
+  DYNAMO_REQUIRE_OK(RegisterModule());
+  Object ns = Run(R"(
+import contextlib, io
+import torch
+import dynamo._C
+from dynamo.runtime import Runtime
+
+def f(x, y):
+    z = x * 2
+    print("between graphs")
+    return z + y
+
+rt = Runtime()  # the PEP 523 frame evaluator
+x, y = torch.randn(3), torch.randn(3)
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    first = rt.call(f, (x, y), {})
+    second = rt.call(f, (x, y), {})
+printed = out.getvalue()
+equal = torch.equal(first, f(x, y)) and torch.equal(second, first)
+graphs = len(rt.graphs)
+breaks = len(rt.break_records)
+hits = dynamo._C.cache_stats()["hits"]
+)");
+  CHECK(Get(ns, "equal").get() == Py_True);
+  CHECK(*python::AsString(Get(ns, "printed")) == "between graphs\nbetween graphs\n");
+  CHECK(*python::AsLong(Get(ns, "graphs")) == 2);  // x * 2 | print | z + y
+  CHECK(*python::AsLong(Get(ns, "breaks")) == 1);
+  CHECK(*python::AsLong(Get(ns, "hits")) >= 2);      // the second call: both frames cached
+}
+
 }  // namespace
 }  // namespace dynamo::embed
