@@ -412,7 +412,7 @@ struct GuardEvaluator::Program {
   bool Holds(const CompiledCheck& c, PyObject* v, std::string* why) const;
   bool GlobalHolds(const GlobalCheck& g, std::string* why) const;
   bool Run(const FrameView& f) const;
-  // Resolves guard i's source in `f`: the value, or null with `why` set.
+  // The value of `node` in `f`, or null with the Python exception set.
   Object Resolve(int node, const FrameView& f) const;
   std::optional<std::string> ExplainGuard(size_t i, const FrameView& f) const;
 };

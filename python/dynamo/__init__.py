@@ -34,9 +34,13 @@ def __getattr__(name):
     if module is None:
         raise AttributeError(f"module 'dynamo' has no attribute {name!r}")
     import importlib
-    value = getattr(importlib.import_module(f"dynamo.{module}"), name)
-    globals()[name] = value
-    return value
+    loaded = importlib.import_module(f"dynamo.{module}")
+    # Every name of that module at once: importing dynamo.explain binds the
+    # package attribute `explain` to the module, and the function must win.
+    for other, where in _LAZY.items():
+        if where == module:
+            globals()[other] = getattr(loaded, other)
+    return globals()[name]
 
 
 def __dir__():

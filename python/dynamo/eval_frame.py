@@ -25,8 +25,6 @@ from dynamo import config
 from dynamo.backends import lookup_backend
 from dynamo.runtime import Runtime
 
-set_eval_frame = getattr(_C, "set_eval_frame", None)
-
 # Every Runtime optimize() made, for reset(); weak so that dropping an
 # optimized function drops its captures.
 _runtimes = weakref.WeakSet()
@@ -66,7 +64,8 @@ def disable(fn=None, recursive=True):
     marker is the attribute `_dynamo_disable = True` (torch's
     `_torchdynamo_disable` too), for the translator to break at such a call
     rather than inline it. `@disable` and `@disable()` both work. A module is
-    marked in place and returned."""
+    marked in place and returned. `recursive` is torch's signature; what fn
+    calls is never captured either."""
     if fn is None:
         return functools.partial(disable, recursive=recursive)
     if not callable(fn):
@@ -82,12 +81,12 @@ def disable(fn=None, recursive=True):
     def _disabled(*args, **kwargs):
         # The frame evaluator off for the length of the call (this wrapper is
         # dynamo code, which the evaluator itself never captures).
-        previous = set_eval_frame(None, config.cache_size_limit) if set_eval_frame else None
+        previous = _C.set_eval_frame(None, config.cache_size_limit)
         try:
             return fn(*args, **kwargs)
         finally:
             if previous is not None:
-                set_eval_frame(previous, config.cache_size_limit)
+                _C.set_eval_frame(previous, config.cache_size_limit)
 
     _disabled._dynamo_disable = True
     _disabled._torchdynamo_disable = True

@@ -10,6 +10,7 @@ the function as one standalone graph.
 """
 import inspect
 import re
+import sys
 import time
 import traceback
 import types
@@ -355,3 +356,14 @@ def _standalone(gm, capture, target, args, kwargs, result, outputs, name):
     graph.output(returned)
     graph.lint()
     return torch.fx.GraphModule(gm, graph, class_name=f"{_identifier(name)}_export")
+
+
+class _CallableModule(types.ModuleType):
+    """`import dynamo.explain` binds dynamo.explain to this module; calling
+    it calls explain(), so `dynamo.explain(fn)` works however it was reached."""
+
+    def __call__(self, fn, *args, **kwargs):
+        return explain(fn, *args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
