@@ -272,6 +272,14 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   callback = keep.get();
   if (!result) return nullptr;  // nopython: the break propagates
   if (result.get() == Py_None) return default_eval(ts, frame, throw_flag);
+  if (result.get() == Py_False) {
+    // This code runs eagerly for this callback from now on (its capture
+    // failed); other optimize() contexts still try their own.
+    absl::StatusOr<guards::GuardEvaluator> none = guards::GuardEvaluator::Compile(std::vector<ir::Guard>{}, view);
+    if (!none.ok()) return default_eval(ts, frame, throw_flag);
+    state->entries.push_back(Entry{cb, *std::move(none), Object(), Object()});
+    return default_eval(ts, frame, throw_flag);
+  }
 
   PyObject *capture_bytes = nullptr, *code = nullptr;
   if (!PyArg_ParseTuple(result.get(), "SO", &capture_bytes, &code)) return nullptr;
@@ -333,7 +341,7 @@ absl::Status Install() {
 
 PyObject* SetEvalFrame(PyObject* /*module*/, PyObject* args) {
   PyObject* cb = nullptr;
-  Py_ssize_t limit = 8;
+  Py_ssize_t limit = -1;  // -1: keep the current limit
   if (!PyArg_ParseTuple(args, "O|n:set_eval_frame", &cb, &limit)) return nullptr;
   if (cb != Py_None && !PyCallable_Check(cb)) {
     PyErr_SetString(PyExc_TypeError, "set_eval_frame: the callback must be callable or None");
@@ -345,7 +353,7 @@ PyObject* SetEvalFrame(PyObject* /*module*/, PyObject* args) {
   }
   PyObject* previous = callback != nullptr ? callback : Py_NewRef(Py_None);
   callback = cb == Py_None ? nullptr : Py_NewRef(cb);
-  cache_limit = static_cast<size_t>(limit < 0 ? 0 : limit);
+  if (limit >= 0) cache_limit = static_cast<size_t>(limit);
   return previous;  // the caller's reference to the old callback
 }
 
@@ -359,6 +367,47 @@ PyObject* MarkSkip(PyObject* /*module*/, PyObject* code) {
     return nullptr;
   }
   if (CodeState* state = StateOf(reinterpret_cast<PyCodeObject*>(code))) state->skip = true;
+  Py_RETURN_NONE;
+}
+
+PyObject* MarkCapture(PyObject* /*module*/, PyObject* code) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "mark_capture needs a code object");
+    return nullptr;
+  }
+  if (absl::Status s = Install(); !s.ok()) {
+    PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
+    return nullptr;
+  }
+  auto* co = reinterpret_cast<PyCodeObject*>(code);
+  CodeState* state = StateOf(co);
+  if (state != nullptr && state->skip && state->names.empty()) {
+    // Skipped for its file (torch's own nn.Sequential.forward, say), but
+    // asked for by name: capture it.
+    if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+      Object varnames = Object::Steal(PyCode_GetVarnames(co));
+      Object cellvars = Object::Steal(PyCode_GetCellvars(co));
+      Object freevars = Object::Steal(PyCode_GetFreevars(co));
+      if (!varnames || !cellvars || !freevars) return nullptr;
+      for (PyObject* t : {varnames.get(), cellvars.get(), freevars.get()}) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
+          std::string n = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, i));
+          bool seen = false;
+          for (size_t k = 0; k < state->names.size(); ++k) {
+            if (state->names[k] == n) {
+              seen = true;
+              if (t != varnames.get()) state->cells[k] = true;
+            }
+          }
+          if (!seen) {
+            state->names.push_back(n);
+            state->cells.push_back(t != varnames.get());
+          }
+        }
+      }
+      state->skip = false;
+    }
+  }
   Py_RETURN_NONE;
 }
 

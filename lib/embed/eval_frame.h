@@ -9,6 +9,7 @@
 //   dynamo._C.set_eval_frame(callback, cache_size_limit) -> previous callback
 //   callback(function, args, kwargs, recompile_reason) ->
 //       None                         (run this call eagerly, capture again next time)
+//     | False                        (run this code eagerly for this callback from now on)
 //     | (capture_bytes, code | None) (guards; code to run instead, None: the original)
 //
 // The cache belongs to the callback that filled it (one per optimize()
@@ -25,6 +26,9 @@ namespace dynamo::embed {
 PyObject* SetEvalFrame(PyObject* module, PyObject* args);
 // dynamo._C.mark_skip(code): frames of this code always run as they are.
 PyObject* MarkSkip(PyObject* module, PyObject* code);
+// dynamo._C.mark_capture(code): frames of this code are captured even where
+// its file would be skipped (an optimize()d function of torch's own).
+PyObject* MarkCapture(PyObject* module, PyObject* code);
 // dynamo._C.reset_caches(): drops every cached entry of every code object.
 PyObject* ResetCaches(PyObject* module, PyObject* unused);
 // dynamo._C.cache_stats() -> {"hits": n, "misses": n, "entries": n}.

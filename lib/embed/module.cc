@@ -228,11 +228,13 @@ PyMethodDef kMethods[] = {
      "GraphBreak for a construct that needs a break, CaptureError for any other\n"
      "failure, with a one-line message."},
     {"set_eval_frame", SetEvalFrame, METH_VARARGS,
-     "set_eval_frame(callback, cache_size_limit=8) -> previous callback\n\n"
+     "set_eval_frame(callback, cache_size_limit=-1) -> previous callback (-1 keeps the limit)\n\n"
      "Sets this thread's PEP 523 frame evaluator callback (None: off). See\n"
      "lib/embed/eval_frame.h for the callback's contract."},
     {"mark_skip", MarkSkip, METH_O,
      "mark_skip(code)\n\nFrames of this code object always run as CPython runs them."},
+    {"mark_capture", MarkCapture, METH_O,
+     "mark_capture(code)\n\nFrames of this code object are captured even where its file is skipped."},
     {"reset_caches", ResetCaches, METH_NOARGS,
      "reset_caches()\n\nDrops every cached capture of every code object."},
     {"cache_stats", CacheStats, METH_NOARGS,

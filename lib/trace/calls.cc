@@ -277,10 +277,15 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     return Break(ir::GraphBreak::OTHER, "a tensor object made outside the trace with no known path",
                  "pass the tensor as an argument or keep it as a module attribute");
   }
-  if (allow_breaks_ && !IsParameter(tensor.get())) {
-    // Live: a tensor read from a global, a buffer or a container can be
-    // replaced or updated between calls, so it is a graph input read from
-    // its source on every call (a get_attr would freeze this call's tensor).
+  if (allow_breaks_ && (IsParameter(tensor.get()) || module_attribute_)) {
+    // Live: parameters and buffers stay get_attr nodes (updated in place,
+    // as BatchNorm's statistics are, they are the same tensors); the very
+    // tensor is guarded, so assigning a new one recaptures.
+    guards_.IdMatch(source, tensor);
+  } else if (allow_breaks_) {
+    // Live: a tensor read from a global or a container can be replaced
+    // between calls, so it is a graph input read from its source on every
+    // call (a get_attr would freeze this call's tensor).
     std::string name = AttributeTarget(*source);
     std::string node = graph_.AddPlaceholder(name.substr(name[0] == '_' ? 1 : 0), *meta);
     guards_.TensorMatch(source, *meta);
@@ -662,6 +667,28 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     case VarKind::kBuiltin:
       return CallBuiltin(fn, std::move(args), std::move(kwargs));
     case VarKind::kFunction:
+      if (fn->object && PyFunction_Check(fn->object.get())) {
+        // dynamo.disable(f) asks for f to run in Python; an optimized
+        // function called from traced code is traced as its original.
+        Object disabled = Attr(fn->object.get(), "_dynamo_disable");
+        if (disabled && PyObject_IsTrue(disabled.get()) == 1) {
+          return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                       absl::StrCat(python::Repr(fn->object), " is marked dynamo.disable"),
+                       "it runs in Python by request; remove dynamo.disable to capture it");
+        }
+        Object original = Attr(fn->object.get(), "_torchdynamo_orig_callable");
+        if (original && PyFunction_Check(original.get())) {
+          VarPtr inner = Var::OfKind(VarKind::kFunction, original);
+          inner->self = fn->self;
+          if (PyObject* d = PyFunction_GetDefaults(original.get())) {
+            absl::StatusOr<VarPtr> w = Wrap(Object::Borrow(d), nullptr);
+            if (!w.ok()) return w.status();
+            inner->defaults = *w;
+          }
+          return Inline(inner, std::move(args), std::move(kwargs));
+        }
+        PyErr_Clear();
+      }
       return Inline(fn, std::move(args), std::move(kwargs));
     case VarKind::kMethod:
       return CallMethod(fn, std::move(args), std::move(kwargs));
@@ -1351,7 +1378,11 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         return fn;
       }
       SourcePtr source = obj->source && !obj->self ? Source::Attr(obj->source, name) : nullptr;
-      return Wrap(value, source);
+      const bool was = module_attribute_;
+      module_attribute_ = obj->kind == VarKind::kNNModule;
+      absl::StatusOr<VarPtr> wrapped = Wrap(value, source);
+      module_attribute_ = was;
+      return wrapped;
     }
   }
   return Break(ir::GraphBreak::OTHER, absl::StrCat("reading .", name, " of ", Describe(*obj)), "");

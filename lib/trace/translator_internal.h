@@ -127,6 +127,7 @@ class Translator {
   std::optional<size_t> break_top_index_;
   std::shared_ptr<const bytecode::DecodedCode> top_code_;
   bool allow_breaks_ = false;
+  bool module_attribute_ = false;  // Wrap() is reading an nn.Module's attribute
   int stop_at_ = -1;
   std::optional<StopState> stop_;
   std::vector<SideEffect> side_effects_;

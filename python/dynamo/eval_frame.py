@@ -81,12 +81,12 @@ def disable(fn=None, recursive=True):
     def _disabled(*args, **kwargs):
         # The frame evaluator off for the length of the call (this wrapper is
         # dynamo code, which the evaluator itself never captures).
-        previous = _C.set_eval_frame(None, config.cache_size_limit)
+        previous = _C.set_eval_frame(None)
         try:
             return fn(*args, **kwargs)
         finally:
             if previous is not None:
-                _C.set_eval_frame(previous, config.cache_size_limit)
+                _C.set_eval_frame(previous)
 
     _disabled._dynamo_disable = True
     _disabled._torchdynamo_disable = True

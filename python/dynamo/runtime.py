@@ -87,6 +87,7 @@ class Runtime:
         # in Python (dynamo.guards) -- the plain runner of rewritten code.
         self.evaluate_frames = evaluate_frames
         self._callback = self._on_frame  # one object: the C++ cache is keyed by it
+        self._entry_codes = set()
         self._cache_size_limit = cache_size_limit
         self.nopython = nopython
         self.cache = {}            # code object -> [_Entry]
@@ -105,11 +106,17 @@ class Runtime:
 
     def call(self, fn, args, kwargs):
         if self.evaluate_frames:
+            target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+            if target.__code__ not in self._entry_codes:
+                # The function asked for is captured even if its file is one
+                # the evaluator skips (torch's own modules).
+                _C.mark_capture(target.__code__)
+                self._entry_codes.add(target.__code__)
             previous = _C.set_eval_frame(self._callback, self._limit())
             try:
                 return fn(*args, **kwargs)
             finally:
-                _C.set_eval_frame(previous, config.cache_size_limit)
+                _C.set_eval_frame(previous)
         return self._call_checked(fn, args, kwargs)
 
     def _limit(self):
@@ -128,8 +135,7 @@ class Runtime:
             if self.nopython:
                 raise
             warnings.warn(f"dynamo: running {code.co_qualname} eagerly: capture failed: {e}")
-            _C.mark_skip(code)
-            return None
+            return False  # for this Runtime only
         return entry.capture_bytes, (entry.function.__code__ if entry.function is not None else None)
 
     def _call_checked(self, fn, args, kwargs):
@@ -204,7 +210,10 @@ class Runtime:
             self.graphs.append(gm)
             if config.verbose:
                 print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
-            globals_[result["graph_name"]] = self.backend(gm, example_inputs)
+            compiled = self.backend(gm, example_inputs)
+            if self.evaluate_frames and self.backend is not _eager_backend:
+                compiled = _without_capture(compiled)
+            globals_[result["graph_name"]] = compiled
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
             globals_[name] = _Resume(self, code, globals_, capture_it, takes_closure)
             self.generated_code.append(code)
@@ -215,6 +224,18 @@ class Runtime:
                                       target.__defaults__, target.__closure__)
         function.__kwdefaults__ = target.__kwdefaults__
         return _Entry(capture, function, result["capture"])
+
+
+def _without_capture(compiled):
+    """A backend's compiled graph runs with the frame evaluator off: modules
+    a backend inserts are its business, not frames to capture again."""
+    def run(*args):
+        previous = _C.set_eval_frame(None)
+        try:
+            return compiled(*args)
+        finally:
+            _C.set_eval_frame(previous)
+    return run
 
 
 def _placeholder_sources(capture):

@@ -34,18 +34,6 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 
 # name -> why it fails today (the engine, not this API); printed at the end.
 KNOWN_FAILURES = {
-    "code_run_by_a_backend_is_not_captured":
-        "the frame evaluator stays on while the backend's callable runs: a user module the backend inserted "
-        "is captured and handed to the backend again, recursively up to cache_size_limit (wrong result)",
-    "disable_keeps_a_function_out_of_graphs":
-        "the translator inlines a function marked _dynamo_disable (its wrapper); the graph breaks only "
-        "inside dynamo's wrapper at _C.set_eval_frame (eval_frame.py), not at the user's call",
-    "failing_backend_leaves_other_contexts_alone":
-        "runtime._on_frame calls _C.mark_skip(code) when a capture or backend fails: the code object is "
-        "skipped for every optimize() context, for good (dynamo.reset() does not clear it)",
-    "torch_nn_module_is_captured":
-        "the frame evaluator skips torch's own code even as the entry frame: optimize(nn.Sequential(...)) "
-        "and explain() of it capture nothing and run eagerly without a warning",
 }
 
 TESTS = []
