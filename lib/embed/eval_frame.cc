@@ -357,6 +357,30 @@ PyObject* SetEvalFrame(PyObject* /*module*/, PyObject* args) {
   return previous;  // the caller's reference to the old callback
 }
 
+PyObject* RunWithEvalFrame(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs,
+                           PyObject* kwnames) {
+  if (nargs < 3) {
+    PyErr_SetString(PyExc_TypeError, "run_with_eval_frame(callback, cache_size_limit, fn, *args, **kwargs)");
+    return nullptr;
+  }
+  if (extra_index < 0) {
+    if (absl::Status s = Install(); !s.ok()) {
+      PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
+      return nullptr;
+    }
+  }
+  const Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+  if (limit == -1 && PyErr_Occurred()) return nullptr;
+  PyObject* previous = callback;
+  const size_t previous_limit = cache_limit;
+  callback = args[0] == Py_None ? nullptr : args[0];  // borrowed: the caller holds it for the call
+  if (limit >= 0) cache_limit = static_cast<size_t>(limit);
+  PyObject* result = PyObject_Vectorcall(args[2], args + 3, static_cast<size_t>(nargs - 3), kwnames);
+  callback = previous;
+  cache_limit = previous_limit;
+  return result;
+}
+
 PyObject* MarkSkip(PyObject* /*module*/, PyObject* code) {
   if (!PyCode_Check(code)) {
     PyErr_SetString(PyExc_TypeError, "mark_skip needs a code object");

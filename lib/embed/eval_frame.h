@@ -24,6 +24,10 @@ namespace dynamo::embed {
 
 // dynamo._C.set_eval_frame(callback or None, cache_size_limit=8).
 PyObject* SetEvalFrame(PyObject* module, PyObject* args);
+// dynamo._C.run_with_eval_frame(callback, cache_size_limit, fn, *args,
+// **kwargs): fn(*args, **kwargs) with the callback set for its duration (the
+// optimize() wrapper's whole per-call cost, without a Python frame).
+PyObject* RunWithEvalFrame(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 // dynamo._C.mark_skip(code): frames of this code always run as they are.
 PyObject* MarkSkip(PyObject* module, PyObject* code);
 // dynamo._C.mark_capture(code): frames of this code are captured even where

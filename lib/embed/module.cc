@@ -231,6 +231,10 @@ PyMethodDef kMethods[] = {
      "set_eval_frame(callback, cache_size_limit=-1) -> previous callback (-1 keeps the limit)\n\n"
      "Sets this thread's PEP 523 frame evaluator callback (None: off). See\n"
      "lib/embed/eval_frame.h for the callback's contract."},
+    {"run_with_eval_frame", AsCFunction(RunWithEvalFrame), METH_FASTCALL | METH_KEYWORDS,
+     "run_with_eval_frame(callback, cache_size_limit, fn, *args, **kwargs)\n\n"
+     "fn(*args, **kwargs) with this thread's frame evaluator callback set for the call\n"
+     "(cache_size_limit -1 keeps the current limit)."},
     {"mark_skip", MarkSkip, METH_O,
      "mark_skip(code)\n\nFrames of this code object always run as CPython runs them."},
     {"mark_capture", MarkCapture, METH_O,

@@ -193,10 +193,19 @@ class _Optimize:
             warnings.warn(f"dynamo.optimize: {fn!r} has no Python code to capture; it runs as it is")
             return fn
         runtime = self.runtime
+        if runtime.evaluate_frames:
+            # The fast path: one C call sets the evaluator's callback around
+            # the call (Runtime.call does the same with more Python).
+            _C.mark_capture(getattr(target, "__func__", target).__code__)
+            run, callback = _C.run_with_eval_frame, runtime._callback
 
-        @functools.wraps(fn)
-        def _optimized(*args, **kwargs):
-            return runtime.call(target, args, kwargs)
+            @functools.wraps(fn)
+            def _optimized(*args, **kwargs):
+                return run(callback, config.cache_size_limit, target, *args, **kwargs)
+        else:
+            @functools.wraps(fn)
+            def _optimized(*args, **kwargs):
+                return runtime.call(target, args, kwargs)
 
         _optimized._torchdynamo_orig_callable = fn
         _optimized.dynamo_runtime = runtime
