@@ -124,7 +124,9 @@ class Reporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
-      if (!r.error_occurred) g_ns[r.run_name.function_name] = r.GetAdjustedRealTime();
+      // With --benchmark_repetitions the median (reported after the runs) wins.
+      if (r.error_occurred || (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median")) continue;
+      g_ns[r.run_name.function_name] = r.GetAdjustedRealTime();
     }
     ConsoleReporter::ReportRuns(runs);
   }
