@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/disassemble.h"
+#include "lib/bytecode/opcodes.h"
 #include "lib/graph/checker.h"
 #include "lib/ops/registry.h"
 #include "lib/python/error.h"
@@ -35,6 +36,65 @@ void ListBytecode(const python::Object& code, ir::BytecodeListing* out) {
     b->set_line(in.starts_line > 0 ? in.starts_line : 0);
   }
 }
+
+namespace {
+
+// Whether the rewritten code is just "return graph(args...)[k]" (or a tuple
+// of outputs): then the call needs no bytecode at all.
+void FindDirectCall(const trace::TraceResult& r, LiveCapture& out) {
+  const trace::StopState& st = *r.stop;
+  if (st.kind != trace::StopState::Kind::kReturn || !r.side_effects.empty() || out.graph_name.empty() ||
+      !out.resumes.empty() || st.stack.empty()) {
+    return;
+  }
+  auto output_of = [&](const trace::VarPtr& v) -> int {
+    if (!v || !v->is_tensor()) return -1;
+    for (size_t i = 0; i < r.output_nodes.size(); ++i) {
+      if (r.output_nodes[i] == v->node) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  const trace::VarPtr& value = st.stack.back();
+  std::vector<int> outputs;
+  bool tuple = false;
+  if (int i = output_of(value); i >= 0) {
+    outputs.push_back(i);
+  } else if (value->kind == trace::VarKind::kTuple && value->fields.empty() && !value->is_size &&
+             !value->items.empty()) {
+    tuple = true;
+    for (const trace::VarPtr& item : value->items) {
+      int k = output_of(item);
+      if (k < 0) return;
+      outputs.push_back(k);
+    }
+  } else {
+    return;
+  }
+  // Inputs must be plain arguments read straight from the frame.
+  const bytecode::DecodedCode& code = *r.code;
+  std::vector<bool> cell(code.localsplus.size(), false);
+  for (const bytecode::Instruction& in : code.instructions) {
+    if (in.opcode == bytecode::generated::kMakeCell) cell[static_cast<size_t>(in.arg)] = true;
+  }
+  auto* co = reinterpret_cast<PyCodeObject*>(code.code.get());
+  const int nargs = co->co_argcount + co->co_kwonlyargcount;
+  std::vector<int> slots;
+  for (const trace::SourcePtr& s : r.placeholder_sources) {
+    if (!s || s->kind() != trace::Source::Kind::kLocal) return;
+    int slot = -1;
+    for (int i = 0; i < nargs; ++i) {
+      if (code.localsplus[static_cast<size_t>(i)] == s->name()) slot = i;
+    }
+    if (slot < 0 || cell[static_cast<size_t>(slot)]) return;
+    slots.push_back(slot);
+  }
+  out.direct = true;
+  out.direct_slots = std::move(slots);
+  out.direct_outputs = std::move(outputs);
+  out.direct_tuple = tuple;
+}
+
+}  // namespace
 
 absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const python::Object& self,
                                         const python::Object& args, const python::Object& kwargs,
@@ -107,6 +167,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
   out.code = rewritten->code;
   out.graph_name = rewritten->graph_name;
   out.resumes = std::move(rewritten->resumes);
+  FindDirectCall(*traced, out);
   return out;
 }
 

@@ -31,6 +31,14 @@ struct LiveCapture {
   std::string graph_name;  // global for the compiled graph; empty: no graph
   std::vector<rewrite::ResumeFunction> resumes;
   std::string skip_reason;  // why `code` is empty
+  // Set when the rewritten code would only call the graph on arguments and
+  // return some of its outputs (no break, no side effects): the frame
+  // evaluator then calls the graph itself. Localsplus slots of the graph's
+  // inputs, in order; the outputs returned (one, or a tuple of them).
+  bool direct = false;
+  std::vector<int> direct_slots;
+  std::vector<int> direct_outputs;
+  bool direct_tuple = false;
 };
 
 // Traces `function` on the real `args` (a tuple) and `kwargs` (a dict or

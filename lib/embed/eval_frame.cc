@@ -26,6 +26,12 @@ struct Entry {
   guards::GuardEvaluator guards;
   Object code;                // the rewritten code; empty: run the original
   Object function;            // prebuilt for codes without a closure
+  // A capture that is one graph on the arguments (see LiveCapture::direct):
+  // the compiled graph, the argument slots it takes, the outputs returned.
+  Object graph;
+  std::vector<int> slots;
+  std::vector<int> outputs;
+  bool tuple = false;
 };
 
 // Everything the evaluator keeps about one code object, in its co_extra slot.
@@ -42,7 +48,7 @@ std::vector<CodeState*>* all_states = nullptr;  // for reset; leaked with the st
 thread_local PyObject* callback = nullptr;      // strong reference while set
 thread_local size_t cache_limit = 8;
 _PyFrameEvalFunction default_eval = nullptr;
-size_t hits = 0, misses = 0;
+size_t hits = 0, misses = 0, direct_hits = 0;
 std::vector<std::string>* skip_prefixes = nullptr;
 
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
@@ -172,7 +178,43 @@ bool RebuildCall(_PyInterpreterFrame* frame, Call& call) {
   return true;
 }
 
+// The graph called straight from the frame's arguments: no bytecode runs.
+PyObject* RunDirect(const Entry& entry, _PyInterpreterFrame* frame) {
+  PyObject* small[8];
+  std::vector<PyObject*> big;
+  PyObject** argv = small;
+  if (entry.slots.size() > 8) {
+    big.resize(entry.slots.size());
+    argv = big.data();
+  }
+  for (size_t i = 0; i < entry.slots.size(); ++i) argv[i] = frame->localsplus[entry.slots[i]];
+  Object out = Object::Steal(PyObject_Vectorcall(entry.graph.get(), argv, entry.slots.size(), nullptr));
+  if (!out) return nullptr;
+  Object items = Object::Steal(PySequence_Fast(out.get(), "dynamo: a compiled graph must return a sequence"));
+  if (!items) return nullptr;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(items.get());
+  auto item = [&](int k) -> PyObject* {
+    if (k >= n) {
+      PyErr_SetString(PyExc_RuntimeError, "dynamo: the compiled graph returned fewer outputs than it has");
+      return nullptr;
+    }
+    return Py_NewRef(PySequence_Fast_GET_ITEM(items.get(), k));
+  };
+  if (!entry.tuple) return item(entry.outputs[0]);
+  Object result = Object::Steal(PyTuple_New(static_cast<Py_ssize_t>(entry.outputs.size())));
+  for (size_t i = 0; i < entry.outputs.size(); ++i) {
+    PyObject* v = item(entry.outputs[i]);
+    if (v == nullptr) return nullptr;
+    PyTuple_SET_ITEM(result.get(), static_cast<Py_ssize_t>(i), v);
+  }
+  return result.release();
+}
+
 PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_flag, PyThreadState* ts) {
+  if (entry.graph) {
+    ++direct_hits;
+    return RunDirect(entry, frame);
+  }
   if (!entry.code) return default_eval(ts, frame, throw_flag);
   Call call;
   if (!RebuildCall(frame, call)) return default_eval(ts, frame, throw_flag);
@@ -277,12 +319,12 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     // failed); other optimize() contexts still try their own.
     absl::StatusOr<guards::GuardEvaluator> none = guards::GuardEvaluator::Compile(std::vector<ir::Guard>{}, view);
     if (!none.ok()) return default_eval(ts, frame, throw_flag);
-    state->entries.push_back(Entry{cb, *std::move(none), Object(), Object()});
+    state->entries.push_back(Entry{cb, *std::move(none), Object(), Object(), Object(), {}, {}, false});
     return default_eval(ts, frame, throw_flag);
   }
 
-  PyObject *capture_bytes = nullptr, *code = nullptr;
-  if (!PyArg_ParseTuple(result.get(), "SO", &capture_bytes, &code)) return nullptr;
+  PyObject *capture_bytes = nullptr, *code = nullptr, *direct = nullptr;
+  if (!PyArg_ParseTuple(result.get(), "SO|O", &capture_bytes, &code, &direct)) return nullptr;
   ir::Capture capture;
   if (!capture.ParseFromArray(PyBytes_AS_STRING(capture_bytes), static_cast<int>(PyBytes_GET_SIZE(capture_bytes)))) {
     PyErr_SetString(PyExc_RuntimeError, "dynamo: unreadable capture");
@@ -296,7 +338,24 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
     return default_eval(ts, frame, throw_flag);
   }
-  Entry entry{cb, *std::move(compiled), Object(), Object()};
+  Entry entry{cb, *std::move(compiled), Object(), Object(), Object(), {}, {}, false};
+  if (direct != nullptr && direct != Py_None) {
+    // (compiled graph, argument slots, outputs, returns a tuple)
+    PyObject *graph, *slots, *outputs;
+    int tuple = 0;
+    if (!PyArg_ParseTuple(direct, "OO!O!p", &graph, &PyTuple_Type, &slots, &PyTuple_Type, &outputs, &tuple)) {
+      return nullptr;
+    }
+    entry.graph = Object::Borrow(graph);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); ++i) {
+      entry.slots.push_back(static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(slots, i))));
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(outputs); ++i) {
+      entry.outputs.push_back(static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(outputs, i))));
+    }
+    entry.tuple = tuple != 0;
+    if (entry.outputs.empty() || PyErr_Occurred()) return nullptr;
+  }
   if (code != Py_None) {
     entry.code = Object::Borrow(code);
     if (CodeState* generated = StateOf(reinterpret_cast<PyCodeObject*>(code))) generated->skip = true;
@@ -442,7 +501,7 @@ PyObject* ResetCaches(PyObject* /*module*/, PyObject* /*unused*/) {
       s->warned = false;
     }
   }
-  hits = misses = 0;
+  hits = misses = direct_hits = 0;
   Py_RETURN_NONE;
 }
 
@@ -451,8 +510,9 @@ PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
   if (all_states != nullptr) {
     for (const CodeState* s : *all_states) entries += s->entries.size();
   }
-  return Py_BuildValue("{s:n,s:n,s:n}", "hits", static_cast<Py_ssize_t>(hits), "misses",
-                       static_cast<Py_ssize_t>(misses), "entries", static_cast<Py_ssize_t>(entries));
+  return Py_BuildValue("{s:n,s:n,s:n,s:n}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
+                       static_cast<Py_ssize_t>(direct_hits), "misses", static_cast<Py_ssize_t>(misses),
+                       "entries", static_cast<Py_ssize_t>(entries));
 }
 
 }  // namespace dynamo::embed

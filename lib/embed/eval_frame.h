@@ -35,7 +35,8 @@ PyObject* MarkSkip(PyObject* module, PyObject* code);
 PyObject* MarkCapture(PyObject* module, PyObject* code);
 // dynamo._C.reset_caches(): drops every cached entry of every code object.
 PyObject* ResetCaches(PyObject* module, PyObject* unused);
-// dynamo._C.cache_stats() -> {"hits": n, "misses": n, "entries": n}.
+// dynamo._C.cache_stats() -> {"hits": n, "direct_hits": n (hits that called
+// the graph with no bytecode), "misses": n, "entries": n}.
 PyObject* CacheStats(PyObject* module, PyObject* unused);
 
 }  // namespace dynamo::embed

@@ -198,6 +198,17 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
       !set("skip_reason", Text(c->skip_reason))) {
     return nullptr;
   }
+  Object direct = python::None();
+  if (c->direct) {
+    std::vector<Object> slots, outputs;
+    for (int s : c->direct_slots) slots.push_back(python::FromLong(s));
+    for (int o : c->direct_outputs) outputs.push_back(python::FromLong(o));
+    direct = python::MakeTuple({python::MakeTuple(slots), python::MakeTuple(outputs),
+                                python::FromBool(c->direct_tuple)});
+  }
+  if (!set("direct", direct)) {
+    return nullptr;
+  }
   return out.release();
 }
 

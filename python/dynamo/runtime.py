@@ -48,10 +48,13 @@ class _Entry:
     """One cached compilation of a code object: the guards it holds under
     and the function to run (None: run the original as it is)."""
 
-    def __init__(self, capture, function, capture_bytes=b""):
+    def __init__(self, capture, function, capture_bytes=b"", direct=None):
         self.capture = capture
         self.function = function
         self.capture_bytes = capture_bytes
+        # (compiled graph, argument slots, outputs, returns a tuple) when the
+        # call is the graph alone: the frame evaluator calls it directly.
+        self.direct = direct
 
 
 class _Resume:
@@ -136,7 +139,10 @@ class Runtime:
                 raise
             warnings.warn(f"dynamo: running {code.co_qualname} eagerly: capture failed: {e}")
             return False  # for this Runtime only
-        return entry.capture_bytes, (entry.function.__code__ if entry.function is not None else None)
+        code = entry.function.__code__ if entry.function is not None else None
+        if entry.direct is not None:
+            return entry.capture_bytes, code, entry.direct
+        return entry.capture_bytes, code
 
     def _call_checked(self, fn, args, kwargs):
         target = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -203,6 +209,7 @@ class Runtime:
         if result["code"] is None:
             return _Entry(capture, None, result["capture"])
         globals_ = target.__globals__
+        compiled = None
         if result["graph_name"]:
             gm = to_graph_module(capture, 0, attributes=result["attributes"])
             frame = frame_for_call(fn, args, kwargs)
@@ -223,7 +230,11 @@ class Runtime:
         function = types.FunctionType(result["code"], globals_, target.__name__,
                                       target.__defaults__, target.__closure__)
         function.__kwdefaults__ = target.__kwdefaults__
-        return _Entry(capture, function, result["capture"])
+        direct = None
+        if result["direct"] is not None and compiled is not None:
+            slots, outputs, is_tuple = result["direct"]
+            direct = (compiled, slots, outputs, is_tuple)
+        return _Entry(capture, function, result["capture"], direct)
 
 
 def _without_capture(compiled):
