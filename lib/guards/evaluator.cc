@@ -1021,6 +1021,15 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
               absl::StrCat("the frame holds ", python::Repr(Object::Borrow(v)), ", not the recorded value"));
         }
         c.object = Object::Borrow(v);
+      } else if (g.value().value_case() == ir::Argument::kStringValue && PyAnySet_Check(v)) {
+        // A set has no IR constant: the trace recorded its repr. A copy of
+        // the set the frame holds (it may change in place) stands for it.
+        if (python::Repr(Object::Borrow(v)) != g.value().string_value()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("the frame holds ", python::Repr(Object::Borrow(v)), ", not the recorded value"));
+        }
+        c.object = Object::Steal(PySet_CheckExact(v) ? PySet_New(v) : PyFrozenSet_New(v));
+        if (!c.object) return python::FetchError("copying a guarded set");
       } else {
         // A container that may change in place: a fresh copy of the recorded value.
         absl::StatusOr<Object> recorded = FromArgument(g.value());
