@@ -1597,11 +1597,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   }
   frames_.pop_back();
   graph_.SetOutputs({*output});
-  graph_.EliminateDeadCode([this](const ir::Node& n) {
-    if (n.target() == "torch._C._set_grad_enabled") return true;
-    const ops::OpEntry* e = registry_.Find(n.target());
-    return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
-  });
+  EliminateDeadCode();
 
   TraceResult out;
   out.graph = std::move(graph_).Finish();
@@ -1612,6 +1608,15 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   out.code = top_code_;
   out.globals = top_globals_;
   return out;
+}
+
+void Translator::EliminateDeadCode() {
+  // Grad-mode switches, in-place and random ops run even when unused.
+  graph_.EliminateDeadCode([this](const ir::Node& n) {
+    if (n.target() == "torch._C._set_grad_enabled") return true;
+    const ops::OpEntry* e = registry_.Find(n.target());
+    return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
+  });
 }
 
 absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
@@ -1649,11 +1654,7 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
   out.mutable_list()->set_is_tuple(true);
   for (const std::string& node : outputs) *out.mutable_list()->add_items() = Ref(node);
   graph_.SetOutputs({out});
-  graph_.EliminateDeadCode([this](const ir::Node& n) {
-    if (n.target() == "torch._C._set_grad_enabled") return true;
-    const ops::OpEntry* e = registry_.Find(n.target());
-    return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
-  });
+  EliminateDeadCode();
   bool has_calls = false;
   for (const ir::Node& n : graph_.graph().nodes()) {
     has_calls |= n.kind() == ir::Node::CALL_FUNCTION || n.kind() == ir::Node::CALL_METHOD ||

@@ -103,6 +103,7 @@ class Translator {
   // The result of a trace that stopped (or returned with effects): the graph
   // outputs every tensor the frame holds.
   absl::StatusOr<TraceResult> Stopped(StopState state);
+  void EliminateDeadCode();
 
   // A graph break at the current instruction of the innermost frame.
   absl::Status Break(ir::GraphBreak::Reason reason, std::string message, std::string hint);

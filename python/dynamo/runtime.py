@@ -130,15 +130,9 @@ class Runtime:
         code = function.__code__
         if recompile_reason is not None and config.warn_recompiles:
             warnings.warn(f"dynamo: recompiling {code.co_qualname}: {recompile_reason}")
-        try:
-            entry = self._compile(function, function, args, kwargs)
-        except Unsupported:
-            raise
-        except Exception as e:  # noqa: BLE001 - never break the user's program
-            if self.nopython:
-                raise
-            warnings.warn(f"dynamo: running {code.co_qualname} eagerly: capture failed: {e}")
-            return False  # for this Runtime only
+        entry = self._compile_or_warn(function, function, args, kwargs)
+        if entry is None:
+            return False  # this code runs eagerly, for this Runtime only
         code = entry.function.__code__ if entry.function is not None else None
         if entry.direct is not None:
             return entry.capture_bytes, code, entry.direct
@@ -165,19 +159,25 @@ class Runtime:
             failure = check_guards(entries[-1].capture, fn, args, kwargs)
             reason = failure[1] if failure else "no guard set holds"
             warnings.warn(f"dynamo: recompiling {code.co_qualname}: {reason}")
-        try:
-            entry = self._compile(fn, target, args, kwargs)
-        except Unsupported:
-            raise
-        except Exception as e:  # noqa: BLE001 - never break the user's program
-            if self.nopython:
-                raise
-            warnings.warn(f"dynamo: running {code.co_qualname} eagerly: capture failed: {e}")
-            entry = _Entry(None, None)
-            entries.append(entry)
+        entry = self._compile_or_warn(fn, target, args, kwargs)
+        if entry is None:
+            entries.append(_Entry(None, None))  # this code runs eagerly from now on
             return fn(*args, **kwargs)
         entries.append(entry)
         return self._run(entry, fn, args, kwargs)
+
+    def _compile_or_warn(self, fn, target, args, kwargs):
+        """_compile, or None after one warning when capture or the backend
+        fails: never break the user's program (unless nopython)."""
+        try:
+            return self._compile(fn, target, args, kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:  # noqa: BLE001 - any internal failure falls back to eager
+            if self.nopython:
+                raise
+            warnings.warn(f"dynamo: running {target.__code__.co_qualname} eagerly: capture failed: {e}")
+            return None
 
     @staticmethod
     def _run(entry, fn, args, kwargs):
