@@ -86,6 +86,36 @@ bool Skipped(PyCodeObject* co) {
   return false;
 }
 
+// The frame's localsplus names (varnames, cells that are not arguments, free
+// variables) and which of them hold cells, as the guard evaluator reads them.
+bool FillNames(CodeState* state, PyCodeObject* co) {
+  Object varnames = Object::Steal(PyCode_GetVarnames(co));
+  Object cellvars = Object::Steal(PyCode_GetCellvars(co));
+  Object freevars = Object::Steal(PyCode_GetFreevars(co));
+  if (!varnames || !cellvars || !freevars) return false;
+  state->names.clear();
+  state->cells.clear();
+  for (PyObject* tuple : {varnames.get(), cellvars.get(), freevars.get()}) {
+    const bool cell = tuple != varnames.get();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
+      const char* n = PyUnicode_AsUTF8(PyTuple_GET_ITEM(tuple, i));
+      if (n == nullptr) return false;
+      bool seen = false;
+      for (size_t k = 0; k < state->names.size(); ++k) {
+        if (state->names[k] == n) {
+          state->cells[k] = state->cells[k] || cell;  // an argument captured by a closure
+          seen = true;
+        }
+      }
+      if (!seen) {
+        state->names.push_back(n);
+        state->cells.push_back(cell);
+      }
+    }
+  }
+  return true;
+}
+
 CodeState* StateOf(PyCodeObject* co) {
   void* extra = nullptr;
   if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(co), extra_index, &extra) != 0) {
@@ -97,32 +127,9 @@ CodeState* StateOf(PyCodeObject* co) {
   state->skip = Skipped(co);
   if (!state->skip) {
     // localsplus: varnames, cells that are not arguments, free variables.
-    auto add = [&](PyObject* tuple, bool cell) {
-      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i) {
-        std::string n = PyUnicode_AsUTF8(PyTuple_GET_ITEM(tuple, i));
-        bool seen = false;
-        for (size_t k = 0; k < state->names.size(); ++k) {
-          if (state->names[k] == n) {
-            state->cells[k] = state->cells[k] || cell;
-            seen = true;
-          }
-        }
-        if (!seen) {
-          state->names.push_back(n);
-          state->cells.push_back(cell);
-        }
-      }
-    };
-    Object varnames = Object::Steal(PyCode_GetVarnames(co));
-    Object cellvars = Object::Steal(PyCode_GetCellvars(co));
-    Object freevars = Object::Steal(PyCode_GetFreevars(co));
-    if (!varnames || !cellvars || !freevars) {
+    if (!FillNames(state, co)) {
       PyErr_Clear();
       state->skip = true;
-    } else {
-      add(varnames.get(), false);
-      add(cellvars.get(), true);
-      add(freevars.get(), true);
     }
   }
   if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(co), extra_index, state) != 0) {
@@ -468,26 +475,7 @@ PyObject* MarkCapture(PyObject* /*module*/, PyObject* code) {
     // Skipped for its file (torch's own nn.Sequential.forward, say), but
     // asked for by name: capture it.
     if (!(co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
-      Object varnames = Object::Steal(PyCode_GetVarnames(co));
-      Object cellvars = Object::Steal(PyCode_GetCellvars(co));
-      Object freevars = Object::Steal(PyCode_GetFreevars(co));
-      if (!varnames || !cellvars || !freevars) return nullptr;
-      for (PyObject* t : {varnames.get(), cellvars.get(), freevars.get()}) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
-          std::string n = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, i));
-          bool seen = false;
-          for (size_t k = 0; k < state->names.size(); ++k) {
-            if (state->names[k] == n) {
-              seen = true;
-              if (t != varnames.get()) state->cells[k] = true;
-            }
-          }
-          if (!seen) {
-            state->names.push_back(n);
-            state->cells.push_back(t != varnames.get());
-          }
-        }
-      }
+      if (!FillNames(state, co)) return nullptr;
       state->skip = false;
     }
   }
