@@ -4,20 +4,11 @@ trivial two-tensor function and for torchvision's resnet18 (eval, no_grad)
 under dynamo.optimize("eager"), and the "ts" backend's speedup over eager on
 resnet18 inference. One table; no assertions (benchmarks are not tests).
 
-    PYTHONPATH=build/python python3.11 bench/live_bench.py [--quick]
-
-Runs under Debian's /usr/bin/python3.11 (the one with torch); started by
-another python3.11 without torch, it re-executes itself there.
+    scripts/python bench/live_bench.py [--quick]
 """
-import os
 import sys
 
-try:
-    import torch
-except ImportError:
-    if os.path.exists("/usr/bin/python3.11") and sys.executable != "/usr/bin/python3.11":
-        os.execv("/usr/bin/python3.11", ["/usr/bin/python3.11", *sys.argv])
-    raise
+import torch
 
 import time
 import timeit

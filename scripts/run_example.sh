@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh >&2
-cmake -S . -B build -G Ninja >&2
+venv=$(scripts/setup.sh | tail -n 1)
+cmake -S . -B build -G Ninja -DDYNAMO_PYTHON="$venv/bin/python" >&2
 cmake --build build --target dynamo-export dynamo-inspect dynamo_python_package >&2
 
 script=${1:-examples/mlp.py}
@@ -24,7 +24,7 @@ out=build/example.pb
 build/tools/export/dynamo-export "$script" --fn "$fn" "${inputs[@]}" --weights embed -o "$out"
 build/tools/inspect/dynamo-inspect "$script" --fn "$fn"
 echo
-PYTHONPATH=build/python /usr/bin/python3.11 - "$out" "$script" "$fn" <<'PY'
+DYNAMO_VENV=$venv scripts/python - "$out" "$script" "$fn" <<'PY'
 import importlib.util, sys, torch
 from dynamo.loader import load
 from dynamo.guards import resolve_source

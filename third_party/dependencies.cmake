@@ -1,10 +1,20 @@
 # CMake glue only: every dependency comes from Debian's packages (see
 # scripts/setup.sh). Nothing is vendored here.
 
-# The target CPython. Debian's /usr/bin/python3.11 is the one with torch; the
-# pyenv interpreters that come first on PATH must never be picked by accident,
-# so the interpreter is pinned unless the caller names another explicitly.
-set(DYNAMO_PYTHON "/usr/bin/python3.11" CACHE FILEPATH "Target CPython interpreter")
+# The target CPython: the project's venv (scripts/setup.sh makes it), so the
+# library, the CLIs, the extension and the tests all use the interpreter the
+# user has, with pip's torch. Whatever python3 comes first on PATH is never
+# picked by accident; -DDYNAMO_PYTHON=PATH names another one.
+if(DEFINED ENV{DYNAMO_VENV})
+  set(_dynamo_default_python "$ENV{DYNAMO_VENV}/bin/python")
+else()
+  set(_dynamo_default_python "$ENV{HOME}/.cache/libdynamo/venv-3.11/bin/python")
+endif()
+set(DYNAMO_PYTHON "${_dynamo_default_python}" CACHE FILEPATH "Target CPython interpreter (the project's venv)")
+if(NOT EXISTS "${DYNAMO_PYTHON}")
+  message(FATAL_ERROR "libdynamo: no Python at ${DYNAMO_PYTHON}: run scripts/setup.sh (it makes the venv) "
+                      "or pass -DDYNAMO_PYTHON=/path/to/venv/bin/python")
+endif()
 set(Python3_EXECUTABLE "${DYNAMO_PYTHON}" CACHE FILEPATH "" FORCE)
 set(Python3_FIND_STRATEGY LOCATION)
 set(Python3_FIND_UNVERSIONED_NAMES NEVER)

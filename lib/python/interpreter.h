@@ -19,8 +19,9 @@ namespace dynamo::python {
 
 struct InterpreterOptions {
   // The interpreter whose prefix (stdlib, site-packages) the embedded one
-  // uses. Defaults to the one libdynamo was built against: Debian's python3.11
-  // with torch, never whichever python3 happens to be first on PATH.
+  // uses. Empty: $DYNAMO_PYTHON, else the active venv's ($VIRTUAL_ENV), else
+  // the one libdynamo was built against (the project's venv) — never
+  // whichever python3 happens to be first on PATH.
   std::string program;
   // Libraries should not take SIGINT away from their host.
   bool install_signal_handlers = false;
@@ -38,6 +39,8 @@ class Interpreter {
   [[nodiscard]] bool owns() const { return owns_; }
   // The target interpreter's path, fixed at build time.
   static const char* BuildPython();
+  // The interpreter Start() embeds for these options (see InterpreterOptions).
+  static std::string ChooseProgram(const InterpreterOptions& options);
 
  private:
   explicit Interpreter(bool owns) : owns_(owns) {}

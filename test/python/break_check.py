@@ -10,10 +10,10 @@ and c.stats() returns {"graphs": int, "breaks": int}.  For each case:
   arrays: dtype, shape, array_equal; floats exact; containers by type and
   structure; other objects ==), then compare stats with the expected counts.
 
-  python3.11 test/python/break_check.py --eager-self-check
+  scripts/python test/python/break_check.py --eager-self-check
       checks the harness and the corpus: every case runs, is deterministic and its
       reset restores the state (an eager runner reporting the expected counts).
-  python3.11 test/python/break_check.py --runner MODULE:FUNCTION
+  scripts/python test/python/break_check.py --runner MODULE:FUNCTION
       uses MODULE.FUNCTION as compile_fn.
 """
 import argparse

@@ -2,7 +2,7 @@
 corpus run through dynamo.runtime against eager, and every code object the
 rewrite made checked by CPython's own tools.
 
-    PYTHONPATH=build/python python3.11 test/python/break_test.py
+    scripts/python test/python/break_test.py
 """
 import dis
 import os

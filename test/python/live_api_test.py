@@ -4,7 +4,7 @@ expected behaviour, torchvision's resnet18 for eval, training and export, and
 the peers (torch.jit.trace, torch.jit.script) failing where the design says
 they fail.
 
-    PYTHONPATH=build/python python3.11 test/python/live_api_test.py [name ...]
+    scripts/python test/python/live_api_test.py [name ...]
 
 A test listed in KNOWN_FAILURES (an engine limitation, reported) is run and
 printed at the end but does not fail the suite; every other failure does.

@@ -3,7 +3,7 @@ run live through dynamo.optimize: three calls each with fresh random inputs
 of the same metadata must equal eager, be captured once, and hit the cache
 after (a recompile would have to name the guard that failed).
 
-    PYTHONPATH=build/python python3.11 test/python/live_corpus_test.py
+    scripts/python test/python/live_corpus_test.py
 """
 import copy
 import os

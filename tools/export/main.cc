@@ -1,6 +1,7 @@
 // dynamo-export: capture a Python function offline into a protobuf Capture.
 //
 //   dynamo-export model.py --fn model.forward --input x=f32[8,3,224,224] -o model.pb
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <map>
@@ -31,11 +32,16 @@ int main(int argc, char** argv) {
                "continue past graph breaks: write every graph, the rewritten code and the "
                "resume functions (without it a break is an error)");
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
+  std::string python;
+  app.add_option("--python", python,
+                 "the Python interpreter to embed (default: $DYNAMO_PYTHON, the active venv, or the "
+                 "one libdynamo was built for)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (!python.empty()) setenv("DYNAMO_PYTHON", python.c_str(), 1);  // read by python::Interpreter
   static const std::map<std::string, dynamo::capture::Weights> kWeights = {
       {"none", dynamo::capture::Weights::kNone},
       {"embed", dynamo::capture::Weights::kEmbed},

@@ -5,6 +5,7 @@
 //   dynamo-inspect model.py --fn model.forward --input x=f32[1,16]   # full report
 //   dynamo-inspect model.pb [--json]                                 # a saved capture
 //   dynamo-inspect model.py --fn f --input f32[3] --max-breaks 0     # CI gate
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -29,11 +30,16 @@ int main(int argc, char** argv) {
   app.add_flag("--json", options.json, "print the capture as JSON");
   app.add_option("--max-breaks", max_breaks, "exit non-zero when the capture has more breaks");
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
+  std::string python;
+  app.add_option("--python", python,
+                 "the Python interpreter to embed (default: $DYNAMO_PYTHON, the active venv, or the "
+                 "one libdynamo was built for)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (!python.empty()) setenv("DYNAMO_PYTHON", python.c_str(), 1);  // read by python::Interpreter
   if (!dynamo::tools::IsCaptureFile(options.script) && options.function.empty()) {
     std::cerr << "dynamo-inspect: error: --fn is required for a script\n";
     return 2;
