@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "absl/strings/str_cat.h"
 #include "lib/guards/evaluator.h"
 #include "lib/python/object.h"
@@ -22,7 +24,9 @@ namespace {
 using python::Object;
 
 struct Entry {
-  PyObject* owner = nullptr;  // the callback whose capture this is (borrowed key)
+  // The callback whose capture this is. Strong: a borrowed key could match a
+  // new callback allocated at a dead one's address.
+  Object owner;
   guards::GuardEvaluator guards;
   Object code;                // the rewritten code; empty: run the original
   Object function;            // prebuilt for codes without a closure
@@ -35,30 +39,131 @@ struct Entry {
 };
 
 // Everything the evaluator keeps about one code object, in its co_extra slot.
+// Entries are shared so that one being run stays alive when a recursive call
+// adds to the list or a reset() inside the graph clears it.
 struct CodeState {
   bool skip = false;  // always run as it is
   bool warned = false;
   std::vector<std::string> names;  // localsplus names
   std::vector<bool> cells;
-  std::vector<Entry> entries;
+  std::vector<std::shared_ptr<const Entry>> entries;
 };
 
+// Lifetime of a CodeState, in one place: StateOf creates it and hands it to
+// the code object's co_extra slot, which owns it; FreeState (the slot's free
+// function, run by code_dealloc) is the only place that deletes it, and
+// `live_states` (what ResetCaches walks) loses it there too.
 Py_ssize_t extra_index = -1;
-std::vector<CodeState*>* all_states = nullptr;  // for reset; leaked with the states
+absl::flat_hash_set<CodeState*>* live_states = nullptr;
 thread_local PyObject* callback = nullptr;      // strong reference while set
 thread_local size_t cache_limit = 8;
-_PyFrameEvalFunction default_eval = nullptr;
 size_t hits = 0, misses = 0, direct_hits = 0;
 std::vector<std::string>* skip_prefixes = nullptr;
 
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag);
+
+// The PEP 523 hook is one slot per interpreter that torch._dynamo uses too,
+// so it is handled as a stack: ours is installed when the first region with
+// our callback opens (in any thread) on top of whatever is current, frames we
+// do not capture run through the evaluator below ours, and when the last
+// region closes ours is removed again — if it is still on top. An evaluator
+// installed over ours since then (torch.compile inside our region) puts ours
+// back when it leaves, and ours stays installed, dormant (no callback set),
+// until a later region closes with it on top.
+_PyFrameEvalFunction below = nullptr;  // nullptr: CPython's own
+int open_regions = 0;                  // under the GIL
+
+// The frame this thread is handing to the evaluator below ours. An evaluator
+// that installed itself over ours keeps ours as its own "previous", so the
+// two can point at each other; a frame handed down that comes back to us is
+// run by CPython itself instead of going round again.
+thread_local _PyInterpreterFrame* handing_down = nullptr;
+
+PyObject* RunBelow(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag) {
+  if (below == nullptr || handing_down == frame) return _PyEval_EvalFrameDefault(ts, frame, throw_flag);
+  _PyInterpreterFrame* outer = handing_down;
+  handing_down = frame;
+  PyObject* result = below(ts, frame, throw_flag);
+  handing_down = outer;
+  return result;
+}
+
+void OpenRegion() {
+  if (open_regions++ > 0) return;
+  PyInterpreterState* interp = PyInterpreterState_Get();
+  _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+  if (current == EvalFrame) return;  // left installed, dormant: `below` is still what is below it
+  below = current == _PyEval_EvalFrameDefault ? nullptr : current;
+  _PyInterpreterState_SetEvalFrameFunc(interp, EvalFrame);
+}
+
+void CloseRegion() {
+  if (--open_regions > 0) return;
+  PyInterpreterState* interp = PyInterpreterState_Get();
+  if (_PyInterpreterState_GetEvalFrameFunc(interp) != EvalFrame) return;
+  _PyInterpreterState_SetEvalFrameFunc(interp, below != nullptr ? below : _PyEval_EvalFrameDefault);
+  below = nullptr;
+}
+
+// torch._dynamo's own per-thread switch (torch._C._dynamo.eval_frame.
+// set_eval_frame), when this torch has one; strong, for good.
+PyObject* torch_set_eval_frame = nullptr;
+// torch._dynamo's callback this thread had when our region opened, put back
+// when it closes: inside our region torch._dynamo sees nothing (as inside its
+// own disable()), so the two never compile the same frames.
+thread_local PyObject* suspended_torch = nullptr;
+
+bool ForeignEvaluator() {
+  if (below != nullptr) return true;
+  _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
+  return current != EvalFrame && current != _PyEval_EvalFrameDefault;
+}
+
+// Sets this thread's callback (a strong reference, or nullptr), opening or
+// closing a region when it turns on or off; returns the previous one (owned).
+// Fails (nullptr with an exception) only where torch's switch raised.
+bool SwapCallback(PyObject* cb, PyObject** previous) {
+  *previous = callback;
+  if (*previous == nullptr && cb != nullptr) {
+    if (torch_set_eval_frame != nullptr && ForeignEvaluator()) {
+      PyObject* none = Py_None;
+      PyObject* theirs = PyObject_Vectorcall(torch_set_eval_frame, &none, 1, nullptr);
+      if (theirs == nullptr) return false;
+      if (theirs == Py_None) Py_DECREF(theirs);
+      else suspended_torch = theirs;
+    }
+    callback = cb;
+    OpenRegion();
+  } else if (*previous != nullptr && cb == nullptr) {
+    callback = nullptr;
+    CloseRegion();
+    if (suspended_torch != nullptr) {
+      PyObject* theirs = suspended_torch;
+      suspended_torch = nullptr;
+      PyObject* none = PyObject_Vectorcall(torch_set_eval_frame, &theirs, 1, nullptr);
+      Py_DECREF(theirs);
+      if (none == nullptr) return false;
+      Py_DECREF(none);
+    }
+  } else {
+    callback = cb;
+  }
+  return true;
+}
+
 void FreeState(void* p) {
-  // Called when a code object dies; the state stays in all_states until a
-  // reset, so only detach it there.
+  // CPython calls every registered slot's free function when a code object
+  // dies, set or not: a code that only another evaluator (torch._dynamo's)
+  // gave extras to has NULL in ours.
+  if (p == nullptr) return;
   auto* state = static_cast<CodeState*>(p);
-  state->entries.clear();
-  state->skip = true;
+  live_states->erase(state);
+  // Dropping the entries may run Python (a backend's compiled graph dies);
+  // by then the state is gone from every list.
+  std::vector<std::shared_ptr<const Entry>> dying = std::move(state->entries);
+  delete state;
 }
 
 // Whether frames of `co` are worth capturing: user code only.
@@ -137,7 +242,7 @@ CodeState* StateOf(PyCodeObject* co) {
     delete state;
     return nullptr;
   }
-  all_states->push_back(state);
+  live_states->insert(state);
   return state;
 }
 
@@ -222,9 +327,9 @@ PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_fla
     ++direct_hits;
     return RunDirect(entry, frame);
   }
-  if (!entry.code) return default_eval(ts, frame, throw_flag);
+  if (!entry.code) return RunBelow(ts, frame, throw_flag);
   Call call;
-  if (!RebuildCall(frame, call)) return default_eval(ts, frame, throw_flag);
+  if (!RebuildCall(frame, call)) return RunBelow(ts, frame, throw_flag);
   Object fn = entry.function;
   if (!fn) {
     fn = Object::Steal(PyFunction_New(entry.code.get(), frame->f_globals));
@@ -238,11 +343,11 @@ PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_fla
 
 PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag) {
   PyObject* cb = callback;
-  if (cb == nullptr || throw_flag || frame->owner == FRAME_OWNED_BY_GENERATOR) {
-    return default_eval(ts, frame, throw_flag);
+  if (cb == nullptr || throw_flag || frame->owner == FRAME_OWNED_BY_GENERATOR || handing_down == frame) {
+    return RunBelow(ts, frame, throw_flag);
   }
   CodeState* state = StateOf(frame->f_code);
-  if (state == nullptr || state->skip) return default_eval(ts, frame, throw_flag);
+  if (state == nullptr || state->skip) return RunBelow(ts, frame, throw_flag);
 
   // Free variables are still NULL at entry (COPY_FREE_VARS has not run):
   // the guards read them from the function's closure, as the frame will.
@@ -270,14 +375,17 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   view.cells = &state->cells;
   view.globals = frame->f_globals;
   size_t mine = 0;
-  const Entry* last = nullptr;
-  for (const Entry& e : state->entries) {
-    if (e.owner != cb) continue;
+  std::shared_ptr<const Entry> last;
+  // By index, each entry held while in use: checking guards may run Python
+  // (an __eq__), which may add entries or reset them.
+  for (size_t i = 0; i < state->entries.size(); ++i) {
+    std::shared_ptr<const Entry> e = state->entries[i];
+    if (e->owner.get() != cb) continue;
     ++mine;
-    last = &e;
-    if (e.guards.Check(view)) {
+    last = e;
+    if (e->guards.Check(view)) {
       ++hits;
-      return RunEntry(e, frame, throw_flag, ts);
+      return RunEntry(*e, frame, throw_flag, ts);
     }
   }
   ++misses;
@@ -290,11 +398,11 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
                                      " times (config.cache_size_limit); it runs eagerly from now on");
       if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
     }
-    return default_eval(ts, frame, throw_flag);
+    return RunBelow(ts, frame, throw_flag);
   }
 
   Call call;
-  if (!RebuildCall(frame, call)) return default_eval(ts, frame, throw_flag);
+  if (!RebuildCall(frame, call)) return RunBelow(ts, frame, throw_flag);
   Object args = Object::Steal(PyTuple_New(static_cast<Py_ssize_t>(call.positional)));
   for (size_t i = 0; i < call.positional; ++i) {
     Py_INCREF(call.values[i]);
@@ -320,14 +428,15 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   Object result = Object::Steal(PyObject_Vectorcall(cb, call_args, 4, nullptr));
   callback = keep.get();
   if (!result) return nullptr;  // nopython: the break propagates
-  if (result.get() == Py_None) return default_eval(ts, frame, throw_flag);
+  if (result.get() == Py_None) return RunBelow(ts, frame, throw_flag);
   if (result.get() == Py_False) {
     // This code runs eagerly for this callback from now on (its capture
     // failed); other optimize() contexts still try their own.
     absl::StatusOr<guards::GuardEvaluator> none = guards::GuardEvaluator::Compile(std::vector<ir::Guard>{}, view);
-    if (!none.ok()) return default_eval(ts, frame, throw_flag);
-    state->entries.push_back(Entry{cb, *std::move(none), Object(), Object(), Object(), {}, {}, false});
-    return default_eval(ts, frame, throw_flag);
+    if (!none.ok()) return RunBelow(ts, frame, throw_flag);
+    state->entries.push_back(std::make_shared<const Entry>(
+        Entry{Object::Borrow(cb), *std::move(none), Object(), Object(), Object(), {}, {}, false}));
+    return RunBelow(ts, frame, throw_flag);
   }
 
   PyObject *capture_bytes = nullptr, *code = nullptr, *direct = nullptr;
@@ -343,9 +452,9 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
                                    " eagerly: its guards cannot be checked (", compiled.status().message(), ")");
     state->skip = true;
     if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
-    return default_eval(ts, frame, throw_flag);
+    return RunBelow(ts, frame, throw_flag);
   }
-  Entry entry{cb, *std::move(compiled), Object(), Object(), Object(), {}, {}, false};
+  Entry entry{Object::Borrow(cb), *std::move(compiled), Object(), Object(), Object(), {}, {}, false};
   if (direct != nullptr && direct != Py_None) {
     // (compiled graph, argument slots, outputs, returns a tuple)
     PyObject *graph, *slots, *outputs;
@@ -371,15 +480,16 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
       if (!entry.function) return nullptr;
     }
   }
-  state->entries.push_back(std::move(entry));
-  return RunEntry(state->entries.back(), frame, throw_flag, ts);
+  auto added = std::make_shared<const Entry>(std::move(entry));
+  state->entries.push_back(added);
+  return RunEntry(*added, frame, throw_flag, ts);
 }
 
 absl::Status Install() {
   if (extra_index >= 0) return absl::OkStatus();
   extra_index = _PyEval_RequestCodeExtraIndex(FreeState);
   if (extra_index < 0) return absl::InternalError("no co_extra slot left");
-  all_states = new std::vector<CodeState*>();
+  live_states = new absl::flat_hash_set<CodeState*>();
   skip_prefixes = new std::vector<std::string>();
   // torch's and the standard library's code, and this package's own.
   for (const char* module : {"torch", "os", "dynamo", "numpy", "scipy", "typing"}) {
@@ -396,10 +506,12 @@ absl::Status Install() {
     skip_prefixes->push_back(dir);
   }
   PyErr_Clear();
-  PyInterpreterState* interp = PyInterpreterState_Get();
-  default_eval = _PyInterpreterState_GetEvalFrameFunc(interp);
-  if (default_eval == nullptr) default_eval = _PyEval_EvalFrameDefault;
-  _PyInterpreterState_SetEvalFrameFunc(interp, EvalFrame);
+  if (absl::StatusOr<Object> torch_c = python::Import("torch._C"); torch_c.ok()) {
+    Object dyn = Object::Steal(PyObject_GetAttrString(torch_c->get(), "_dynamo"));
+    Object frames = dyn ? Object::Steal(PyObject_GetAttrString(dyn.get(), "eval_frame")) : Object();
+    if (frames) torch_set_eval_frame = PyObject_GetAttrString(frames.get(), "set_eval_frame");
+  }
+  PyErr_Clear();
   return absl::OkStatus();
 }
 
@@ -417,8 +529,9 @@ PyObject* SetEvalFrame(PyObject* /*module*/, PyObject* args) {
     PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
     return nullptr;
   }
-  PyObject* previous = callback != nullptr ? callback : Py_NewRef(Py_None);
-  callback = cb == Py_None ? nullptr : Py_NewRef(cb);
+  PyObject* previous = nullptr;
+  if (!SwapCallback(cb == Py_None ? nullptr : Py_NewRef(cb), &previous)) return nullptr;
+  if (previous == nullptr) previous = Py_NewRef(Py_None);
   if (limit >= 0) cache_limit = static_cast<size_t>(limit);
   return previous;  // the caller's reference to the old callback
 }
@@ -437,13 +550,16 @@ PyObject* RunWithEvalFrame(PyObject* /*module*/, PyObject* const* args, Py_ssize
   }
   const Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
   if (limit == -1 && PyErr_Occurred()) return nullptr;
-  PyObject* previous = callback;
   const size_t previous_limit = cache_limit;
-  callback = args[0] == Py_None ? nullptr : args[0];  // borrowed: the caller holds it for the call
+  PyObject* previous = nullptr;
+  if (!SwapCallback(args[0] == Py_None ? nullptr : Py_NewRef(args[0]), &previous)) return nullptr;
   if (limit >= 0) cache_limit = static_cast<size_t>(limit);
   PyObject* result = PyObject_Vectorcall(args[2], args + 3, static_cast<size_t>(nargs - 3), kwnames);
-  callback = previous;
+  PyObject* ours = nullptr;
+  const bool restored = SwapCallback(previous, &ours);
+  Py_XDECREF(ours);
   cache_limit = previous_limit;
+  if (!restored) Py_CLEAR(result);
   return result;
 }
 
@@ -483,20 +599,25 @@ PyObject* MarkCapture(PyObject* /*module*/, PyObject* code) {
 }
 
 PyObject* ResetCaches(PyObject* /*module*/, PyObject* /*unused*/) {
-  if (all_states != nullptr) {
-    for (CodeState* s : *all_states) {
+  // Entries are moved out first and dropped after the walk: dropping one can
+  // free a code object (a rewritten one), whose FreeState edits live_states.
+  std::vector<std::shared_ptr<const Entry>> dropped;
+  if (live_states != nullptr) {
+    for (CodeState* s : *live_states) {
+      for (auto& e : s->entries) dropped.push_back(std::move(e));
       s->entries.clear();
       s->warned = false;
     }
   }
+  dropped.clear();
   hits = misses = direct_hits = 0;
   Py_RETURN_NONE;
 }
 
 PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
   size_t entries = 0;
-  if (all_states != nullptr) {
-    for (const CodeState* s : *all_states) entries += s->entries.size();
+  if (live_states != nullptr) {
+    for (const CodeState* s : *live_states) entries += s->entries.size();
   }
   return Py_BuildValue("{s:n,s:n,s:n,s:n}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
                        static_cast<Py_ssize_t>(direct_hits), "misses", static_cast<Py_ssize_t>(misses),

@@ -174,3 +174,41 @@ def torchscript(gm, example_inputs):
 
 
 register_backend(torchscript, name="torchscript")
+
+
+# ------------------------------------------------------------ torch's compilers
+# Our graph handed to the compilers torch.compile uses. They take a plain
+# GraphModule with real example inputs (they make their own fake tensors), so
+# torch._dynamo's tracing state is not needed; the compiled callable takes the
+# graph's flat inputs, as every backend's does.
+
+@register_backend
+def inductor(gm, example_inputs):
+    """TorchInductor (torch.compile's default): AOTAutograd, then generated
+    kernels (C++/OpenMP on the CPU, Triton on GPUs). Inference and training."""
+    from torch._inductor.compile_fx import compile_fx
+    return compile_fx(gm, example_inputs)
+
+
+def _aot(fw_compiler):
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import default_partition
+
+    def compile(gm, example_inputs):
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler,
+                                     partition_fn=default_partition)
+    return compile
+
+
+def _boxed_nop(fx_g, example_inputs):
+    from torch._functorch.aot_autograd import make_boxed_func
+    return make_boxed_func(fx_g.forward)
+
+
+@register_backend
+def aot_eager(gm, example_inputs):
+    """AOTAutograd with eager kernels: the forward and backward graphs torch
+    traces from ours (ATen ops, functionalized), run by the ATen kernels —
+    what "inductor" runs minus the code generation, to tell a compiler bug
+    from a capture bug."""
+    return _aot(_boxed_nop)(gm, example_inputs)

@@ -208,6 +208,11 @@ class _Optimize:
                 return runtime.call(target, args, kwargs)
 
         _optimized._torchdynamo_orig_callable = fn
+        # torch._dynamo tracing a caller of ours breaks at the call and runs
+        # it, as it does its own disable()d functions; run_with_eval_frame
+        # turns torch's callback off for the length of our region.
+        _optimized._torchdynamo_disable = True
+        _optimized._torchdynamo_disable_recursive = True
         _optimized.dynamo_runtime = runtime
         return _optimized
 
