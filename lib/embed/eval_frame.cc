@@ -169,6 +169,9 @@ void FreeState(void* p) {
 // Whether frames of `co` are worth capturing: user code only.
 bool Skipped(PyCodeObject* co) {
   if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)) return true;
+  // Module and class bodies (no fast locals) run once, at import: a module
+  // imported lazily inside an optimized call is not the user's model code.
+  if (!(co->co_flags & CO_OPTIMIZED)) return true;
   const char* file = PyUnicode_AsUTF8(co->co_filename);
   if (file == nullptr) {
     PyErr_Clear();

@@ -127,6 +127,8 @@ class Runtime:
 
     def _on_frame(self, function, args, kwargs, recompile_reason):
         """The frame evaluator's miss: capture this call of `function`."""
+        if _another_tracer_running():
+            return None  # this call runs as it is, nothing cached
         code = function.__code__
         if recompile_reason is not None and config.warn_recompiles:
             warnings.warn(f"dynamo: recompiling {code.co_qualname}: {recompile_reason}")
@@ -235,6 +237,18 @@ class Runtime:
             slots, outputs, is_tuple = result["direct"]
             direct = (compiled, slots, outputs, is_tuple)
         return _Entry(capture, function, result["capture"], direct)
+
+
+def _another_tracer_running():
+    """True while torch.fx.symbolic_trace or torch.jit.trace runs the frames
+    (their arguments are proxies and tracer values, not what a capture may
+    read), or torch._dynamo compiles them: we step aside rather than capture
+    another tracer's machinery, one capture per proxy."""
+    if torch.fx._symbolic_trace.is_fx_tracing():
+        return True
+    if torch._C._get_tracing_state() is not None:
+        return True
+    return bool(torch.compiler.is_compiling())
 
 
 def _without_capture(compiled):

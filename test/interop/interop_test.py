@@ -162,6 +162,36 @@ for _ in range(2):
 assert_close(inner(x, y), g(x, y))
 gc.collect()
 ''',
+    # Tracing machinery run inside a capture (torch.fx.symbolic_trace,
+    # torch.jit.trace): their frames see proxies, not values; dynamo steps
+    # aside instead of capturing them (once per proxy), and the captures made
+    # stay bounded over many calls.
+    "tracers_inside_ours": r'''
+import dynamo.runtime as rt
+seen = []
+compile_ = rt.Runtime._compile
+def spy(self, fn, target, args, kwargs):
+    seen.append(target.__code__.co_qualname)
+    proxies = [a for a in args if isinstance(a, torch.fx.Proxy)]
+    assert not proxies, f"captured {target.__code__.co_qualname} on fx proxies"
+    return compile_(self, fn, target, args, kwargs)
+rt.Runtime._compile = spy
+class M(torch.nn.Module):
+    def forward(self, a):
+        return torch.relu(a) + 1
+def h(a):
+    gm = torch.fx.symbolic_trace(M())
+    traced = torch.jit.trace(M(), (a,))
+    return gm(a) * 2 + traced(a)
+opt = dynamo.optimize(Count())(h)
+for _ in range(60):
+    assert_close(opt(x), h(x))
+assert "<module>" not in seen, seen  # modules imported lazily on the way
+# Each call makes a new GraphModule, so the frames that receive it recapture,
+# until the cache limit per code object: bounded, not one per call.
+assert len(seen) <= 60, len(seen)
+gc.collect()
+''',
     "threads": r'''
 errors = []
 def run(make):
