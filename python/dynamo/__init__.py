@@ -18,7 +18,7 @@ from dynamo import config  # noqa: F401
 
 _LAZY = {
     "optimize": "eval_frame", "optimize_assert": "eval_frame", "disable": "eval_frame",
-    "reset": "eval_frame", "OptimizedModule": "eval_frame",
+    "reset": "eval_frame", "OptimizedModule": "eval_frame", "compile": "eval_frame", "graph_break": "eval_frame",
     "explain": "explain", "export": "explain", "ExplainOutput": "explain", "Guard": "explain",
     "BreakReason": "explain",
     "list_backends": "backends", "register_backend": "backends", "lookup_backend": "backends",

@@ -251,3 +251,59 @@ def optimize(backend="eager", nopython=False, disable=False):
 def optimize_assert(backend="eager"):
     """optimize(backend, nopython=True), torch's spelling."""
     return optimize(backend, nopython=True)
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
+            disable=False):
+    """torch.compile's shape over optimize(): code ports by changing
+    `torch.compile` to `dynamo.compile`.
+
+        model = dynamo.compile(model)                       # Inductor, like torch.compile
+        @dynamo.compile(backend="eager", fullgraph=True)
+        def f(x): ...
+
+    fullgraph=True: a graph break raises dynamo.Unsupported (optimize's
+    nopython). mode and options configure Inductor, as torch.compile's do
+    ("reduce-overhead", "max-autotune", {"epilogue_fusion": False}, ...).
+    dynamic: shapes are specialised today — a new shape is a new capture,
+    guarded, never a wrong graph — so dynamic=True warns once that it is
+    not honoured yet. disable=True: the model as it is."""
+    if model is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, disable=disable)
+    if disable:
+        return model
+    if dynamic:
+        warnings.warn("dynamo.compile(dynamic=True): shapes are specialised; each new shape is captured "
+                      "again behind its guards")
+    if mode is not None or options:
+        if backend != "inductor":
+            raise ValueError(f"dynamo.compile: mode and options configure Inductor, not backend {backend!r}")
+        backend = _inductor_with(mode, options or {})
+    return optimize(backend, nopython=fullgraph)(model)
+
+
+def _inductor_with(mode, options):
+    """The "inductor" backend run under Inductor's config for `mode` and
+    `options`, as torch.compile applies them."""
+    import torch._inductor
+    from torch._inductor import config as inductor_config
+    patches = dict(torch._inductor.list_mode_options(mode)) if mode is not None else {}
+    patches.update(options)
+    unknown = sorted(k for k in patches if not hasattr(inductor_config, k.split(".")[0]))
+    if unknown:
+        raise ValueError(f"dynamo.compile: unknown Inductor options {unknown}")
+    inductor = lookup_backend("inductor")
+
+    def inductor_configured(gm, example_inputs):
+        with inductor_config.patch(patches):
+            return inductor(gm, example_inputs)
+    return inductor_configured
+
+
+def graph_break():
+    """Ends the graph here when called from captured code (the code after it
+    is a resume function); nothing when run eagerly."""
+
+
+graph_break._dynamo_disable = True

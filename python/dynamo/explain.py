@@ -35,6 +35,11 @@ class Guard:
         self.proto = proto
         self.kind = ir.Guard.Kind.Name(proto.kind)
         self.source = proto.source
+        # torch._dynamo's Guard spells these name (the guarded value's
+        # source) and guard_types / create_fn_name (what is checked).
+        self.name = proto.source
+        self.guard_types = [self.kind]
+        self.create_fn_name = self.kind
         self.reason = proto.reason
         which = proto.WhichOneof("expected")
         if which == "tensor":
@@ -235,8 +240,13 @@ def _output_node(value, outputs, output_nodes, inputs, input_nodes, used):
     return None
 
 
-def export(fn, *args, **kwargs):
+def export(fn, *args, aten_graph=False, decomposition_table=None, **kwargs):
     """(graph_module, guards) for fn(*args, **kwargs) captured as one graph.
+
+    aten_graph=True: graph_module is traced again by torch's make_fx into
+    ATen operators (torch.ops.aten.*), through decomposition_table (a dict
+    from ATen ops to Python decompositions, e.g. from
+    torch._decomp.get_decompositions) when one is given.
 
     fn (a function, bound method or nn.Module) runs once, through a nopython
     Runtime: a graph break raises dynamo.Unsupported with its location
@@ -279,7 +289,23 @@ def export(fn, *args, **kwargs):
     capture = runtime.captures_made[0]
     gm, outputs = recorded[0]["gm"], recorded[0]["outputs"]
     guards = [Guard(g) for g in capture.guards]
-    return _standalone(gm, capture, target, args, kwargs, result, outputs, name), guards
+    graph_module = _standalone(gm, capture, target, args, kwargs, result, outputs, name)
+    if aten_graph:
+        graph_module = _aten_graph(graph_module, args, kwargs, decomposition_table)
+    return graph_module, guards
+
+
+def _aten_graph(graph_module, args, kwargs, decomposition_table):
+    """graph_module re-traced to ATen ops by torch's make_fx, on the flat
+    tensors it takes."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    flat = []
+    for i, value in enumerate(args):
+        _tensor_leaves(f"a{i}", value, flat)
+    for key, value in kwargs.items():
+        _tensor_leaves(key, value, flat)
+    tensors = [t for _, t in flat]
+    return make_fx(graph_module, decomposition_table=decomposition_table or {}, tracing_mode="real")(*tensors)
 
 
 def _standalone(gm, capture, target, args, kwargs, result, outputs, name):

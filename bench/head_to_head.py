@@ -1,0 +1,145 @@
+"""dynamo vs torch._dynamo in one process, interleaved, reset between:
+first-call capture time (first call with a trivial backend minus one eager
+call), graphs, breaks and guards per capture, and warm per-call overhead over
+eager. One table with ratios; no assertions (benchmarks are not tests).
+
+    scripts/python bench/head_to_head.py [--quick] [model ...]
+
+Models: resnet18, mobilenet_v2, vit_b_16 (torchvision), bert (BERT-base from a
+transformers config), gpt2 (GPT-2 small from a config), a timm model
+(resnet50d), all random weights; warm overhead on a two-tensor function, a
+3-layer MLP and resnet18 at 1x3x32x32.
+"""
+import sys
+import time
+import warnings
+
+import torch
+
+import dynamo
+import torch._dynamo
+
+QUICK = "--quick" in sys.argv
+warnings.simplefilter("ignore")
+torch.set_num_threads(2)
+
+
+class Counter:
+    """A trivial backend that counts graphs (and keeps them for op counts)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+
+def models(names):
+    import torchvision
+    make = {
+        "resnet18": lambda: (torchvision.models.resnet18(), (torch.randn(1, 3, 224, 224),)),
+        "mobilenet_v2": lambda: (torchvision.models.mobilenet_v2(), (torch.randn(1, 3, 224, 224),)),
+        "vit_b_16": lambda: (torchvision.models.vit_b_16(), (torch.randn(1, 3, 224, 224),)),
+    }
+
+    def bert():
+        from transformers import BertConfig, BertModel
+        return BertModel(BertConfig()), (torch.randint(0, 30000, (1, 128)),)
+
+    def gpt2():
+        from transformers import GPT2Config, GPT2LMHeadModel
+        return GPT2LMHeadModel(GPT2Config()), (torch.randint(0, 50000, (1, 128)),)
+
+    def timm_model():
+        import timm
+        return timm.create_model("resnet50d", pretrained=False), (torch.randn(1, 3, 224, 224),)
+
+    make.update(bert=bert, gpt2=gpt2, resnet50d=timm_model)
+    for name in names or make:
+        yield name, make[name]
+
+
+def first_call(opt_fn, model, inputs):
+    t = time.perf_counter()
+    model(*inputs)
+    eager = time.perf_counter() - t
+    t = time.perf_counter()
+    opt_fn(*inputs)
+    return time.perf_counter() - t - eager
+
+
+def ours(model, inputs):
+    dynamo.reset()
+    backend = Counter()
+    opt = dynamo.optimize(backend)(model)
+    seconds = first_call(opt, model, inputs)
+    runtime = opt.dynamo_runtime
+    guards = sum(len(c.guards) for c in runtime.captures_made)
+    return seconds, len(backend.graphs), len(runtime.break_sites), guards
+
+
+def theirs(model, inputs):
+    torch._dynamo.reset()
+    backend = Counter()
+    opt = torch.compile(model, backend=backend)
+    seconds = first_call(opt, model, inputs)
+    from torch._dynamo.utils import counters
+    breaks = sum(counters["graph_break"].values())
+    guards = 0
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+        fn = model.forward if isinstance(model, torch.nn.Module) else model
+        guards = sum(len(str(e.guard_manager).splitlines()) for e in _debug_get_cache_entry_list(fn.__code__))
+    except Exception:  # noqa: BLE001 - guard counts are informative only
+        pass
+    counters.clear()
+    return seconds, len(backend.graphs), breaks, guards
+
+
+def warm_overhead(fn, args, n):
+    def per_call(f):
+        for _ in range(50):
+            f(*args)
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(n):
+                f(*args)
+            best = min(best, (time.perf_counter() - t) / n)
+        return best
+    eager = per_call(fn)
+    dynamo.reset()
+    a = per_call(dynamo.optimize(lambda gm, ex: gm.forward)(fn)) - eager
+    torch._dynamo.reset()
+    b = per_call(torch.compile(fn, backend=lambda gm, ex: gm.forward)) - eager
+    return a, b
+
+
+def main():
+    names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    print(f"{'model':14} {'ours ms':>9} {'torch ms':>9} {'ratio':>7}   graphs o/t  breaks o/t  guards o/t")
+    with torch.no_grad():
+        for name, make in models(names):
+            model, inputs = make()
+            model.eval()
+            o = ours(model, inputs)
+            t = theirs(model, inputs)
+            print(f"{name:14} {o[0] * 1e3:9.1f} {t[0] * 1e3:9.1f} {t[0] / max(o[0], 1e-9):6.1f}x   "
+                  f"{o[1]:4}/{t[1]:<4}  {o[2]:4}/{t[2]:<4}  {o[3]:5}/{t[3]:<5}")
+    print(f"\n{'warm overhead':20} {'ours us':>8} {'torch us':>9} {'ratio':>7}")
+    import torchvision
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
+                              torch.nn.Linear(16, 4)).eval()
+    r18 = torchvision.models.resnet18().eval()
+    cases = [("a + b", lambda a, b: a + b, (torch.randn(1), torch.randn(1)), 20000),
+             ("3-layer MLP", mlp, (torch.randn(1, 16),), 5000),
+             ("resnet18 32x32", r18, (torch.randn(1, 3, 32, 32),), 50 if QUICK else 200)]
+    with torch.no_grad():
+        for label, fn, args, n in cases:
+            a, b = warm_overhead(fn, args, n)
+            print(f"{label:20} {a * 1e6:8.2f} {b * 1e6:9.2f} {b / max(a, 1e-9):6.1f}x")
+
+
+if __name__ == "__main__":
+    main()
