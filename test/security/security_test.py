@@ -25,7 +25,7 @@ import unittest
 import torch
 
 from dynamo import dynamo_ir_pb2 as ir
-from dynamo import loader
+from dynamo import loader, trust
 from dynamo.loader import CaptureError
 
 INSPECT = None
@@ -54,11 +54,20 @@ class _Audit:
     allow_marshal = False
 
 
+def _from_import_system():
+    """marshal.loads called by the import system (a .pyc) is an import, which
+    the sys.modules check reports; any other caller is a reader's."""
+    f = sys._getframe(2)
+    return f is not None and f.f_code.co_filename.startswith("<frozen importlib")
+
+
 def _hook(event, args):
     if not _Audit.armed:
         return
+    if event == "os.mkdir" and os.path.basename(str(args[0])).startswith("torchinductor_"):
+        return  # torch's own cache directory, made by torch whatever the capture says
     if event in _FORBIDDEN_EVENTS:
-        if event.startswith("marshal.") and _Audit.allow_marshal:
+        if event.startswith("marshal.") and (_Audit.allow_marshal or _from_import_system()):
             return
         _Audit.events.append((event, repr(args)[:200]))
     elif event == "open":
@@ -71,6 +80,26 @@ def _hook(event, args):
 
 
 sys.addaudithook(_hook)
+
+
+def _warm_up_torch():
+    """A GraphModule call that raises makes torch import torch._dynamo for its
+    error message: torch's own lazy import, whatever the graph. Done once
+    here so the import checks below see only what a capture causes."""
+    import torch.fx
+    g = torch.fx.Graph()
+    g.output(g.call_function(torch.add, (g.placeholder("x"),), {"bad": 1}))
+    import contextlib
+    import io
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            torch.fx.GraphModule(torch.nn.Module(), g)(torch.ones(1))
+    except TypeError:
+        pass
+
+
+_warm_up_torch()
+trust._load_allowlist()  # imports dynamo._C once: libdynamo's own module, not one a file names
 
 
 @contextlib.contextmanager
@@ -258,11 +287,15 @@ class CaptureIsData(unittest.TestCase):
             with watched(self, self.scratch.dir):
                 try:
                     gm, _ = loader.load(path)
-                    gm.code
-                    gm(self.x)
-                    results.append(None)
                 except CaptureError as e:
                     results.append(str(e))
+                    continue
+                gm.code
+                try:
+                    gm(self.x)
+                except Exception:  # noqa: BLE001 -- known ops may fail on these values
+                    pass
+                results.append(None)
         return results
 
     def test_valid_base_capture_runs(self):
@@ -497,9 +530,10 @@ class ToolCase(unittest.TestCase):
                               cwd=self.scratch.dir)
 
     def assert_one_line_error(self, result, tool, *fragments):
-        self.assertNotEqual(result.returncode, 0, result)
-        self.assertGreater(result.returncode, 0, f"killed by a signal: {result}")
-        self.assertLess(result.returncode, 128, f"killed by a signal: {result}")
+        shown = f"exit {result.returncode}, stderr {result.stderr[-500:]!r}"
+        self.assertNotEqual(result.returncode, 0, shown)
+        self.assertGreater(result.returncode, 0, f"killed by a signal: {shown}")
+        self.assertLess(result.returncode, 128, f"killed by a signal: {shown}")
         lines = one_line(result)
         self.assertEqual(len(lines), 1, f"expected one line on stderr, got:\n{result.stderr}")
         self.assertTrue(lines[0].startswith(f"{tool}: error: "), lines[0])
