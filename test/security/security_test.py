@@ -429,6 +429,19 @@ class CaptureIsData(unittest.TestCase):
         with self.assertRaises(CaptureError):
             loader.read_capture(path)
 
+    def test_guard_checker_calls_no_named_function(self):
+        from dynamo.guards import check_guards
+        c = base_capture()
+        for name in ("seed", "manual_seed", "set_num_threads", "_C._set_grad_enabled"):
+            g = c.guards.add()
+            g.kind, g.source = ir.Guard.GLOBAL_STATE, name
+            g.value.bool_value = True
+        state = torch.random.get_rng_state()
+        with watched(self, self.scratch.dir):
+            failed = check_guards(c, lambda x: x, (self.x,))
+        self.assertIn("unknown global state", failed[1])
+        self.assertTrue(torch.equal(state, torch.random.get_rng_state()), "torch.seed() ran")
+
     def test_untrusted_names_never_reach_generated_source(self):
         gm = loader.to_graph_module(base_capture())
         self.assertIn("torch.add", gm.code)
