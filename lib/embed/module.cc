@@ -165,8 +165,6 @@ PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
       .release();
 }
 
-// capture_call(function, self, args, kwargs, id) -> dict: one live capture
-// (lib/capture/live.h) as Python values for dynamo.runtime.
 // The registry's canonical target names: the loader resolves a capture's call
 // targets only against these (README, "Trust model").
 PyObject* OpTargets(PyObject* /*module*/, PyObject* /*unused*/) {
@@ -177,6 +175,8 @@ PyObject* OpTargets(PyObject* /*module*/, PyObject* /*unused*/) {
   return python::MakeTuple(names).release();
 }
 
+// capture_call(function, self, args, kwargs, id) -> dict: one live capture
+// (lib/capture/live.h) as Python values for dynamo.runtime.
 PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
   PyObject *function, *self, *call_args, *call_kwargs;  // borrowed
   int id = 0;
