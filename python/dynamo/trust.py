@@ -63,6 +63,10 @@ def show(text, limit=60):
     return repr(text)
 
 
+def _dunder(name):
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
 def label(text):
     """A name for a message: as it is when it is a plain name, else quoted."""
     return text if len(text) <= MAX_NAME_LENGTH and _IDENTIFIER.match(text) else show(text)
@@ -71,7 +75,7 @@ def label(text):
 def identifier(text, what):
     """A plain Python identifier: ASCII, not a keyword, not a dunder."""
     if (len(text) > MAX_NAME_LENGTH or not _IDENTIFIER.match(text) or keyword.iskeyword(text)
-            or (text.startswith("__") and text.endswith("__"))):
+            or _dunder(text)):
         raise CaptureError(f"{what}: {show(text)} is not a plain identifier")
     return text
 
@@ -86,14 +90,15 @@ def generated_name(text, what):
 
 def attribute_path(text, what):
     """A dotted path of identifiers or child indices ("layer1.0.weight"); no
-    dunder component, so walking it reaches only modules and their tensors."""
+    dunder component ("__class__"), so walking it reaches only modules and
+    their tensors. ("__w" is allowed: a global "_w" becomes that target.)"""
     parts = text.split(".")
     if len(text) > MAX_NAME_LENGTH * 4 or len(parts) > MAX_PATH_COMPONENTS:
         raise CaptureError(f"{what}: {show(text)} is too long a path")
     for p in parts:
         if _INDEX.match(p):
             continue
-        if not _IDENTIFIER.match(p) or keyword.iskeyword(p) or p.startswith("__"):
+        if not _IDENTIFIER.match(p) or keyword.iskeyword(p) or _dunder(p):
             raise CaptureError(f"{what}: {show(text)} is not a path of identifiers")
     return text
 

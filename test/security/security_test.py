@@ -371,6 +371,14 @@ class CaptureIsData(unittest.TestCase):
             loader.to_graph_module(c)(self.x)
         self.assertIn("node w", str(e.exception))
 
+    def test_paths_libdynamo_writes_still_load(self):
+        # A global "_w" becomes the get_attr target "__w"; children are indices.
+        for target in ("__w", "layer1.0.weight", "_x.y"):
+            c = base_capture()
+            node(c, "w").target = target
+            c.attributes[0].target = target
+            self.assertTrue(torch.equal(loader.to_graph_module(c).get_buffer(target), torch.ones(2, 3)))
+
     def test_root_attribute_walk_is_bounded_to_the_path_grammar(self):
         c = base_capture()
         node(c, "w").target = "__class__.__init__"
