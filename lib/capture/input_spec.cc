@@ -27,6 +27,23 @@ constexpr DTypeCode kDTypes[] = {
     {"bool", ops::DType::kBool},
 };
 
+// Bounds on a spec: far past any real signature, and they keep the
+// recursive parser's stack and the shapes' arithmetic bounded whatever the
+// command line holds.
+constexpr size_t kMaxSpecLength = 64 * 1024;
+constexpr int kMaxDepth = 32;       // nested [..], (..) and {..}
+constexpr size_t kMaxDims = 64;     // torch's own limit on a tensor's rank
+constexpr int64_t kMaxSize = int64_t{1} << 40;
+constexpr int64_t kMaxNumel = int64_t{1} << 62;
+
+// The spec as a message quotes it: cut short, so an error stays one
+// readable line however long the spec.
+std::string Shown(absl::string_view text) {
+  constexpr size_t kShown = 80;
+  if (text.size() <= kShown) return std::string(text);
+  return absl::StrCat(text.substr(0, kShown), "... (", text.size(), " characters)");
+}
+
 class Parser {
  public:
   explicit Parser(absl::string_view text) : text_(text) {}
@@ -35,8 +52,17 @@ class Parser {
     SkipSpace();
     if (Done()) return Error("a value");
     char c = text_[pos_];
-    if (c == '[' || c == '(') return Sequence(c == '[' ? ']' : ')');
-    if (c == '{') return Dict();
+    if (c == '[' || c == '(' || c == '{') {
+      if (depth_ >= kMaxDepth) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input spec '", Shown(text_), "': containers nested more than ", kMaxDepth,
+            " deep at position ", pos_ + 1));
+      }
+      ++depth_;
+      absl::StatusOr<TraceInput> v = c == '{' ? Dict() : Sequence(c == '[' ? ']' : ')');
+      --depth_;
+      return v;
+    }
     size_t start = pos_;
     while (!Done() && text_[pos_] != ',' && text_[pos_] != ']' && text_[pos_] != ')' &&
            text_[pos_] != '}' && text_[pos_] != '[') {
@@ -54,7 +80,7 @@ class Parser {
   }
   absl::Status Error(absl::string_view expected, size_t at = std::string::npos) const {
     size_t where = at == std::string::npos ? pos_ : at;
-    return absl::InvalidArgumentError(absl::StrCat("input spec '", text_, "': expected ", expected,
+    return absl::InvalidArgumentError(absl::StrCat("input spec '", Shown(text_), "': expected ", expected,
                                                    " at position ", where + 1));
   }
 
@@ -67,14 +93,18 @@ class Parser {
     if (dtype == nullptr) return Error("a dtype (f32, i64, bool, ...)", start);
     ++pos_;  // '['
     std::vector<int64_t> sizes;
+    int64_t numel = 1;
     SkipSpace();
     while (!Done() && text_[pos_] != ']') {
       size_t num_start = pos_;
       while (!Done() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
       int64_t n = 0;
-      if (!absl::SimpleAtoi(text_.substr(num_start, pos_ - num_start), &n)) {
-        return Error("a non-negative size", num_start);
+      if (!absl::SimpleAtoi(text_.substr(num_start, pos_ - num_start), &n) || n > kMaxSize) {
+        return Error(absl::StrCat("a size from 0 to 2^40"), num_start);
       }
+      if (sizes.size() == kMaxDims) return Error(absl::StrCat("at most ", kMaxDims, " dimensions"), num_start);
+      if (n > 0 && numel > kMaxNumel / n) return Error("a tensor of at most 2^62 elements", num_start);
+      numel *= n;
       sizes.push_back(n);
       SkipSpace();
       if (!Done() && text_[pos_] == ',') {
@@ -108,7 +138,7 @@ class Parser {
       meta.requires_grad = true;
       if (!ops::IsFloating(meta.dtype) && !ops::IsComplex(meta.dtype)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "input spec '", text_, "': only floating point tensors can require grad"));
+            "input spec '", Shown(text_), "': only floating point tensors can require grad"));
       }
     }
     return TraceInput::Tensor(std::move(meta));
@@ -197,11 +227,16 @@ class Parser {
 
   absl::string_view text_;
   size_t pos_ = 0;
+  int depth_ = 0;  // containers open at pos_
 };
 
 }  // namespace
 
 absl::StatusOr<ParsedInput> ParseInputSpec(absl::string_view spec) {
+  if (spec.size() > kMaxSpecLength) {
+    return absl::InvalidArgumentError(absl::StrCat("input spec of ", spec.size(),
+                                                   " characters: at most ", kMaxSpecLength));
+  }
   ParsedInput out;
   absl::string_view body = spec;
   // "name=value", where name is a Python identifier.

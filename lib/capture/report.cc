@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "lib/ops/proto_conversion.h"
@@ -211,6 +212,17 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
   return out;
 }
 
+namespace {
+
+// Keeps the text parser's complaints out of stderr: the caller reports one
+// line of its own.
+class QuietErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+};
+
+}  // namespace
+
 absl::StatusOr<ir::Capture> ReadCapture(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
@@ -220,7 +232,13 @@ absl::StatusOr<ir::Capture> ReadCapture(const std::string& path) {
   ir::Capture c;
   bool ok;
   if (absl::EndsWith(path, ".pbtxt")) {
-    ok = google::protobuf::TextFormat::ParseFromString(data, &c);
+    // The text parser recurses per nested message with no limit of its own;
+    // the binary and JSON parsers stop at 100, and so does this one.
+    google::protobuf::TextFormat::Parser parser;
+    QuietErrors quiet;
+    parser.RecordErrorsTo(&quiet);
+    parser.SetRecursionLimit(100);
+    ok = parser.ParseFromString(data, &c);
   } else if (absl::EndsWith(path, ".json")) {
     ok = google::protobuf::util::JsonStringToMessage(data, &c).ok();
   } else {

@@ -10,6 +10,7 @@
 #include "lib/capture/capture.h"
 #include "lib/capture/live.h"
 #include "lib/embed/eval_frame.h"
+#include "lib/ops/registry.h"
 #include "lib/python/error.h"
 #include "proto/dynamo_ir.pb.h"
 
@@ -164,6 +165,16 @@ PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
       .release();
 }
 
+// The registry's canonical target names: the loader resolves a capture's call
+// targets only against these (README, "Trust model").
+PyObject* OpTargets(PyObject* /*module*/, PyObject* /*unused*/) {
+  const ops::Registry& registry = ops::DefaultRegistry();
+  if (!registry.status().ok()) return RaiseStatus(registry.status());
+  std::vector<Object> names;
+  for (const std::string& name : registry.Names()) names.push_back(Text(name));
+  return python::MakeTuple(names).release();
+}
+
 // capture_call(function, self, args, kwargs, id) -> dict: one live capture
 // (lib/capture/live.h) as Python values for dynamo.runtime.
 PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
@@ -254,6 +265,10 @@ PyMethodDef kMethods[] = {
      "reset_caches()\n\nDrops every cached capture of every code object."},
     {"cache_stats", CacheStats, METH_NOARGS,
      "cache_stats() -> dict\n\nHits, misses and cached entries of the frame evaluator."},
+    {"op_targets", methods::OpTargets, METH_NOARGS,
+     "op_targets() -> tuple of str\n\n"
+     "The op registry's canonical target names ('torch.add', 'Tensor.relu',\n"
+     "'operator.getitem', ...), sorted: every target a capture's graph may name."},
     {"capture_call", methods::CaptureCall, METH_VARARGS,
      "capture_call(function, self, args, kwargs, id) -> dict\n\n"
      "Traces one call of `function` on its real arguments with graph breaks allowed\n"

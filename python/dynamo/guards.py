@@ -23,6 +23,10 @@ _TOKEN = re.compile(r"""\s*(?:
     )""", re.X)
 
 
+# The global states a GLOBAL_STATE guard can name (lib/trace/guards.cc).
+_GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled}
+
+
 def _unquote(s):
     return s[1:-1].replace("\\'", "'").replace("\\\\", "\\")
 
@@ -116,7 +120,9 @@ def check_guards(capture, fn, args=(), kwargs=None):
     frame_globals = target.__globals__
     for guard in capture.guards:
         if guard.kind == ir.Guard.GLOBAL_STATE:
-            reader = torch.is_grad_enabled if guard.source == "grad_mode" else getattr(torch, guard.source, None)
+            # By name from a fixed table: a capture's text never picks a
+            # torch function to call (README, "Trust model").
+            reader = _GLOBAL_STATE.get(guard.source)
             if reader is None:
                 return guard, f"{guard.source}: unknown global state"
             if reader() != guard.value.bool_value:

@@ -9,14 +9,23 @@ to every torch backend, and how the tests run captured graphs.
 Each node keeps the metadata the capture recorded, as node.meta["dynamo_meta"]
 (a dict with dtype, sizes, strides, device, requires_grad), so a consumer can
 compare it with what running the graph produces.
+
+A capture file is data (README, "Trust model"): loading one builds a graph of
+the op registry's operations and the capture's tensors, and nothing else.
+Names are checked and call targets looked up in the registry's list
+(dynamo.trust); a side file is read only beside the capture. Only
+load_program runs code a capture carries, and only with trusted=True.
 """
-import operator
 import os
+import stat
 
 import torch
 import torch.fx
+from google.protobuf import message
 
 from dynamo import dynamo_ir_pb2 as ir
+from dynamo import trust
+from dynamo.trust import CaptureError
 
 SUPPORTED_IR_VERSION = ir.IR_VERSION_CURRENT
 
@@ -35,23 +44,25 @@ _MEMORY_FORMATS = {
 }
 
 
-class CaptureError(ValueError):
-    """The file is not a capture this loader can turn into graphs."""
-
-
 def read_capture(path):
-    """Parses a .pb (binary), .pbtxt or .json capture."""
+    """Parses a .pb (binary), .pbtxt or .json capture. Anything that is not a
+    capture, nested past protobuf's limits included, is one CaptureError."""
     capture = ir.Capture()
     with open(path, "rb") as f:
         data = f.read()
-    if path.endswith(".pbtxt"):
-        from google.protobuf import text_format
-        text_format.Parse(data.decode(), capture)
-    elif path.endswith(".json"):
-        from google.protobuf import json_format
-        json_format.Parse(data.decode(), capture)
-    else:
-        capture.ParseFromString(data)
+    try:
+        if path.endswith(".pbtxt"):
+            from google.protobuf import text_format
+            text_format.Parse(data.decode(), capture)
+        elif path.endswith(".json"):
+            from google.protobuf import json_format
+            json_format.Parse(data.decode(), capture)
+        else:
+            capture.ParseFromString(data)
+    except (message.Error, ValueError, RecursionError, MemoryError) as e:
+        # message.Error: protobuf's DecodeError and both ParseErrors.
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CaptureError(f"{path}: not a libdynamo capture ({reason})") from None
     if capture.ir_version == ir.IR_VERSION_UNSPECIFIED or capture.ir_version > SUPPORTED_IR_VERSION:
         raise CaptureError(f"{path}: IR version {capture.ir_version} is not supported "
                            f"(this loader reads up to {SUPPORTED_IR_VERSION})")
@@ -62,63 +73,77 @@ def dtype_of(pb_dtype):
     try:
         return _DTYPES[pb_dtype]
     except KeyError:
-        raise CaptureError(f"unknown dtype {ir.DType.Name(pb_dtype)}") from None
+        raise CaptureError(f"unknown dtype {pb_dtype}") from None
 
 
-def device_of(pb_device):
-    if pb_device.index >= 0 and pb_device.type != "cpu":
-        return torch.device(pb_device.type, pb_device.index)
-    return torch.device(pb_device.type or "cpu")
+def device_of(pb_device, what="device"):
+    return trust.device(pb_device, what)
 
 
 def _dim(d):
     if d.WhichOneof("value") != "size":
-        raise CaptureError(f"symbolic size {d.symbol!r} cannot be materialised")
+        raise CaptureError(f"symbolic size {trust.show(d.symbol)} cannot be materialised")
     return d.size
 
 
-def meta_dict(pb_meta):
+def meta_dict(pb_meta, what="tensor"):
     """TensorMeta as a plain dict, for comparisons (strides [] when untracked)."""
+    if len(pb_meta.sizes) > trust.MAX_DIMS or len(pb_meta.strides) > trust.MAX_DIMS:
+        raise CaptureError(f"{what}: more than {trust.MAX_DIMS} dimensions")
+    sizes = [_dim(d) for d in pb_meta.sizes]
+    if any(s < 0 or s > trust.MAX_DIM_SIZE for s in sizes):
+        raise CaptureError(f"{what}: sizes {sizes} are not tensor sizes")
     return {
         "dtype": dtype_of(pb_meta.dtype),
-        "sizes": [_dim(d) for d in pb_meta.sizes],
+        "sizes": sizes,
         "strides": [_dim(d) for d in pb_meta.strides],
-        "device": device_of(pb_meta.device),
+        "device": device_of(pb_meta.device, what),
         "requires_grad": pb_meta.requires_grad,
     }
 
 
-def _resolve(target):
-    """A canonical target name ("torch.nn.functional.linear") as an object."""
-    parts = target.split(".")
-    if parts[0] == "operator":
-        obj = operator
-    elif parts[0] == "torch":
-        obj = torch
-    elif parts[0] == "math":
-        import math
-        obj = math
-    else:
-        raise CaptureError(f"unknown target namespace in {target!r}")
-    for part in parts[1:]:
-        obj = getattr(obj, part)
-    return obj
+def _external_bytes(attr, nbytes, base_dir, what):
+    """The attribute's bytes from its side file: a plain file name in the
+    capture's own directory (no path, no link), the range inside the file."""
+    ext = attr.external
+    name = ext.path
+    if (not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name
+            or len(name) > trust.MAX_NAME_LENGTH):
+        raise CaptureError(f"{what}: external data {trust.show(name)} is not a file name "
+                           "beside the capture")
+    if ext.offset < 0 or ext.length != nbytes:
+        raise CaptureError(f"{what}: external data range {ext.offset}+{ext.length} does not "
+                           f"hold {nbytes} bytes")
+    try:
+        fd = os.open(os.path.join(base_dir, name), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise CaptureError(f"{what}: external data {trust.show(name)}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or ext.offset + nbytes > info.st_size:
+            raise CaptureError(f"{what}: external data {trust.show(name)} is not a regular file "
+                               f"holding bytes {ext.offset}..{ext.offset + nbytes}")
+        f.seek(ext.offset)
+        return bytearray(f.read(nbytes))
 
 
 def _attribute_tensor(attr, base_dir):
-    meta = meta_dict(attr.meta)
+    what = f"attribute {attr.target}"
+    meta = meta_dict(attr.meta, what)
     which = attr.WhichOneof("storage")
     if which is None:
         return None
-    if which == "data":
-        data = bytearray(attr.data)
-    else:
-        with open(os.path.join(base_dir, attr.external.path), "rb") as f:
-            f.seek(attr.external.offset)
-            data = bytearray(f.read(attr.external.length))
     numel = 1
     for s in meta["sizes"]:
         numel *= s
+    nbytes = numel * meta["dtype"].itemsize
+    if which == "data":
+        if len(attr.data) != nbytes:
+            raise CaptureError(f"{what}: {len(attr.data)} bytes of data for {nbytes} bytes of "
+                               f"{meta['dtype']}{meta['sizes']}")
+        data = bytearray(attr.data)
+    else:
+        data = _external_bytes(attr, nbytes, base_dir, what)
     if numel == 0:
         tensor = torch.empty(meta["sizes"], dtype=meta["dtype"])
     else:
@@ -150,10 +175,22 @@ def _get_path(module, path):
     return obj
 
 
-def _argument(arg, env):
+def _get_path_or_none(module, path):
+    try:
+        return _get_path(module, path)
+    except AttributeError:
+        return None
+
+
+def _argument(arg, env, what, depth=0):
+    if depth > trust.MAX_ARGUMENT_DEPTH:
+        raise CaptureError(f"{what}: arguments nested deeper than {trust.MAX_ARGUMENT_DEPTH}")
     which = arg.WhichOneof("value")
     if which == "node":
-        return env[arg.node]
+        try:
+            return env[arg.node]
+        except KeyError:
+            raise CaptureError(f"{what}: argument {trust.show(arg.node)} is no earlier node") from None
     if which == "int_value":
         return arg.int_value
     if which == "float_value":
@@ -161,18 +198,22 @@ def _argument(arg, env):
     if which == "bool_value":
         return arg.bool_value
     if which == "string_value":
-        return arg.string_value
+        return trust.string(arg.string_value, what)
     if which == "none" or which is None:
         return None
     if which == "list":
-        items = [_argument(a, env) for a in arg.list.items]
+        items = [_argument(a, env, what, depth + 1) for a in arg.list.items]
         return tuple(items) if arg.list.is_tuple else items
     if which == "dict":
-        return {k: _argument(v, env) for k, v in zip(arg.dict.keys, arg.dict.values)}
+        if len(arg.dict.keys) != len(arg.dict.values):
+            raise CaptureError(f"{what}: a dict with {len(arg.dict.keys)} keys and "
+                               f"{len(arg.dict.values)} values")
+        return {trust.string(k, what): _argument(v, env, what, depth + 1)
+                for k, v in zip(arg.dict.keys, arg.dict.values)}
     if which == "dtype":
         return dtype_of(arg.dtype)
     if which == "device":
-        return device_of(arg.device)
+        return device_of(arg.device, what)
     if which == "slice":
         s = arg.slice
         return slice(s.start if s.HasField("start") else None,
@@ -181,10 +222,46 @@ def _argument(arg, env):
     if which == "ellipsis":
         return Ellipsis
     if which == "memory_format":
-        return _MEMORY_FORMATS[arg.memory_format]
+        try:
+            return _MEMORY_FORMATS[arg.memory_format]
+        except KeyError:
+            raise CaptureError(f"{what}: unknown memory format {arg.memory_format}") from None
     if which == "layout":
-        return getattr(torch, arg.layout)
-    raise CaptureError(f"unknown argument kind {which}")
+        return trust.layout(arg.layout, what)
+    raise CaptureError(f"{what}: unknown argument kind {which}")
+
+
+def _holder(capture, pb_graph, root, base_dir, attributes):
+    """The module the graph's get_attr nodes read: each used attribute at its
+    checked path, from `attributes`, the capture or `root`."""
+    holder = torch.nn.Module()
+    used = set()
+    for n in pb_graph.nodes:
+        if n.kind == ir.Node.GET_ATTR:
+            used.add(trust.attribute_path(n.target, f"node {trust.label(n.name)}"))
+    for attr in capture.attributes:
+        if attr.target not in used or _get_path_or_none(holder, attr.target) is not None:
+            continue
+        what = f"attribute {attr.target}"
+        tensor = attributes.get(attr.target) if attributes else None
+        if tensor is None:
+            tensor = _attribute_tensor(attr, base_dir)
+        if tensor is None:
+            if root is None:
+                raise CaptureError(f"{what} ({trust.show(attr.source)}) has no stored "
+                                   "value: export with --weights embed or pass root=")
+            tensor = _get_path_or_none(root, attr.target)
+        if not isinstance(tensor, torch.Tensor):
+            raise CaptureError(f"{what}: {type(tensor).__name__} is not a tensor")
+        try:
+            _set_path(holder, attr.target, tensor)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise CaptureError(f"{what}: {str(e).splitlines()[0][:200]}") from None
+    return holder
+
+
+def _kind_name(kind):
+    return ir.Node.Kind.Name(kind) if kind in ir.Node.Kind.values() else str(kind)
 
 
 def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None):
@@ -192,50 +269,68 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
 
     Attribute values come from `attributes` ({target: tensor}, what a live
     capture hands over), else from the capture when it stored them, else from
-    `root` (the module the capture was made from) by their target path."""
+    `root` (the module the capture was made from) by their target path.
+
+    Every name is checked and every call target is looked up in the op
+    registry's list (dynamo.trust) before FX sees it: a capture names
+    operations and tensors, never code (README, "Trust model")."""
+    if not 0 <= graph_index < len(capture.graphs):
+        raise CaptureError(f"the capture has no graph {graph_index}")
     pb_graph = capture.graphs[graph_index]
-    holder = torch.nn.Module()
-    used = {n.target for n in pb_graph.nodes if n.kind == ir.Node.GET_ATTR}
-    for attr in capture.attributes:
-        if attr.target not in used:
-            continue
-        tensor = attributes.get(attr.target) if attributes else None
-        if tensor is None:
-            tensor = _attribute_tensor(attr, base_dir)
-        if tensor is None:
-            if root is None:
-                raise CaptureError(f"attribute {attr.target} ({attr.source}) has no stored "
-                                   "value: export with --weights embed or pass root=")
-            tensor = _get_path(root, attr.target)
-        _set_path(holder, attr.target, tensor)
+    trust.qualname(capture.function_name, "function name")
+    holder = _holder(capture, pb_graph, root, base_dir, attributes)
 
     graph = torch.fx.Graph()
     env = {}
+    done = False
     for node in pb_graph.nodes:
-        args = tuple(_argument(a, env) for a in node.args)
-        kwargs = {k.name: _argument(k.value, env) for k in node.kwargs}
+        what = f"node {trust.label(node.name)}"
+        trust.identifier(node.name, what)
+        if done:
+            raise CaptureError(f"{what}: comes after the output node")
+        if node.name in env:
+            raise CaptureError(f"{what}: a second node of that name")
+        args = tuple(_argument(a, env, what) for a in node.args)
+        kwargs = {}
+        for k in node.kwargs:
+            trust.identifier(k.name, f"{what}: keyword")
+            kwargs[k.name] = _argument(k.value, env, f"{what}: keyword {k.name}")
         if node.kind == ir.Node.PLACEHOLDER:
             fx_node = graph.placeholder(node.name)
         elif node.kind == ir.Node.GET_ATTR:
+            # FX would print a missing path as code that fails only when called.
+            if _get_path_or_none(holder, node.target) is None:
+                raise CaptureError(f"{what}: get_attr target {trust.show(node.target)} is none "
+                                   "of the capture's attributes")
             fx_node = graph.get_attr(node.target)
         elif node.kind == ir.Node.CALL_FUNCTION:
-            fx_node = graph.call_function(_resolve(node.target), args, kwargs)
+            fx_node = graph.call_function(trust.call_target(node.target, what), args, kwargs)
         elif node.kind == ir.Node.CALL_METHOD:
-            fx_node = graph.call_method(node.target.split(".", 1)[1], args, kwargs)
-        elif node.kind == ir.Node.CALL_MODULE:
-            fx_node = graph.call_module(node.target, args, kwargs)
+            if not args:
+                raise CaptureError(f"{what}: a method call without its object")
+            fx_node = graph.call_method(trust.method(node.target, what), args, kwargs)
         elif node.kind == ir.Node.OUTPUT:
             graph.output(args[0] if len(args) == 1 else args)
+            done = True
             continue
         else:
-            raise CaptureError(f"node {node.name}: unknown kind {node.kind}")
+            # CALL_MODULE included: libdynamo inlines modules down to
+            # operations and never writes one, and a loaded capture has no
+            # modules to call.
+            raise CaptureError(f"{what}: node kind {_kind_name(node.kind)} is not one libdynamo writes")
         fx_node.name = node.name
         kind = node.meta.WhichOneof("kind")
         if kind == "tensor":
-            fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor)
+            fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what)
         env[node.name] = fx_node
-    graph.lint()
-    return torch.fx.GraphModule(holder, graph, class_name=f"{capture.function_name.replace('.', '_')}_graph")
+    try:
+        graph.lint()
+        # FX generates the forward's source here; a node it cannot print (an
+        # operator given the wrong number of arguments) fails here too.
+        return torch.fx.GraphModule(holder, graph, class_name=trust.class_name(capture.function_name))
+    except Exception as e:  # noqa: BLE001 -- whatever FX raises, the capture is at fault
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CaptureError(f"graph {graph_index}: not a graph FX can build ({reason})") from None
 
 
 def load(path, root=None, graph_index=0):
@@ -247,38 +342,123 @@ def load(path, root=None, graph_index=0):
     return gm, capture
 
 
-def load_program(capture, function, root=None, base_dir="."):
+def load_program(capture, function, root=None, base_dir=".", *, trusted=False):
     """A callable that runs a capture made with graph breaks (dynamo-export
     --allow-breaks) the way the live shim would: the rewritten code, with each
     graph as a torch.fx.GraphModule and each resume function bound under the
     global name the code calls it by (installed in `function`'s globals).
-    Resume functions traced offline run their own rewritten code; the others
-    run as the plain Python they are."""
-    import marshal
+
+    The capture's code objects are code, so this refuses any capture unless
+    the caller says it is trusted (README, "Trust model"). Even then no byte
+    of the file's code is run: on the first call, libdynamo captures
+    `function` again on that call's arguments (dynamo._C.capture_call, the
+    same trace and rewrite that wrote the file) and the regenerated code must
+    equal the file's, marshalled byte for byte, or CaptureError is raised;
+    what runs is the regenerated code. A resume function is checked the same
+    way when it is first called (its own rewritten code on its real
+    arguments); one the capture did not trace runs as the plain Python its
+    regenerated code is."""
     import types
 
     if not capture.rewritten_code:
         raise CaptureError("the capture has no rewritten code (it was made without graph breaks)")
-    g = function.__globals__
+    if trusted is not True:
+        raise CaptureError("load_program runs code a capture carries: pass trusted=True only for a "
+                           "capture you made or vouch for (see the README's trust model)")
+    target = function.__func__ if isinstance(function, types.MethodType) else function
+    code = getattr(target, "__code__", None)
+    if code is None:
+        raise CaptureError(f"{function!r} is not a Python function")
+    if capture.function_name != code.co_qualname or capture.source_file != code.co_filename:
+        raise CaptureError(f"the capture is of {trust.show(capture.function_name)} in "
+                           f"{trust.show(capture.source_file)}, not of {code.co_qualname} in "
+                           f"{code.co_filename}")
+    g = target.__globals__
+    graphs = {}
     for i, graph in enumerate(capture.graphs):
-        g[graph.name] = to_graph_module(capture, i, root=root, base_dir=base_dir).forward
+        name = trust.generated_name(graph.name, f"graph {i}")
+        graphs[name] = to_graph_module(capture, i, root=root, base_dir=base_dir).forward
+    resumes = {}
+    for r in capture.resume_functions:
+        trust.generated_name(r.name, "resume function")
+        if r.caller:
+            trust.generated_name(r.caller, f"resume function {r.name}: caller")
+        resumes[r.name] = r
+    g.update(graphs)
+    return _Program(capture, g, resumes).callable(function, target)
 
-    def resume(r):
-        code = marshal.loads(r.rewritten_code if r.traced else r.code)
+
+class _Program:
+    """The code of a trusted capture, regenerated and compared as it runs."""
+
+    def __init__(self, capture, g, resumes):
+        self.capture, self.g, self.resumes = capture, g, resumes
+
+    def regenerate(self, fn, self_obj, args, kwargs, rewrite_id, expected, what):
+        """libdynamo's rewritten code for this call, checked against the file."""
+        import marshal
+
+        from dynamo import _C
+        result = _C.capture_call(fn, self_obj, tuple(args), dict(kwargs), rewrite_id)
+        if result["code"] is None or marshal.dumps(result["code"]) != expected:
+            raise CaptureError(f"{what}: the capture's code does not match what libdynamo produces "
+                               f"for {fn.__code__.co_qualname} on these arguments; not running it")
+        for name, code, _capture, _takes_closure, _offset in result["resumes"]:
+            r = self.resumes.get(name)
+            if r is None or marshal.dumps(code) != r.code:
+                raise CaptureError(f"{what}: resume function {name}: the capture's code does not "
+                                   "match what libdynamo produces; not running it")
+            self.g[name] = self.resume(r, code)
+        return result["code"]
+
+    def rewrite_id(self, r):
+        """The id the exporter rewrote resume function `r` with: its graph's
+        or its own resume functions' names carry it ("__dynamo_graph_3")."""
+        import re
+        if 0 <= r.graph_index < len(self.capture.graphs):
+            m = re.fullmatch(r"__dynamo_graph_(\d+)", self.capture.graphs[r.graph_index].name)
+            if m:
+                return int(m.group(1))
+        for other in self.resumes.values():
+            m = re.fullmatch(r"__dynamo_resume_(\d+)_\d+", other.name)
+            if other.caller == r.name and m:
+                return int(m.group(1))
+        return None
+
+    def resume(self, r, code):
+        import types
+        rewrite_id = self.rewrite_id(r) if r.traced and r.rewritten_code else None
+        state = {}
 
         def call(*args):
             closure = None
             if r.takes_closure:
                 closure, args = args[0], args[1:]
-            return types.FunctionType(code, g, code.co_name, None, closure)(*args)
+            plain = types.FunctionType(code, self.g, code.co_name, None, closure)
+            if rewrite_id is None:
+                return plain(*args)
+            if "code" not in state:
+                state["code"] = self.regenerate(plain, None, args, {}, rewrite_id, r.rewritten_code,
+                                                f"resume function {r.name}")
+            return types.FunctionType(state["code"], self.g, code.co_name, None, closure)(*args)
         return call
 
-    for r in capture.resume_functions:
-        g[r.name] = resume(r)
-    target = function.__func__ if isinstance(function, types.MethodType) else function
-    rewritten = types.FunctionType(marshal.loads(capture.rewritten_code), g, target.__name__,
-                                   target.__defaults__, target.__closure__)
-    rewritten.__kwdefaults__ = target.__kwdefaults__
-    if isinstance(function, types.MethodType):
-        return types.MethodType(rewritten, function.__self__)
-    return rewritten
+    def callable(self, function, target):
+        import functools
+        import types
+        state = {}
+        self_obj = function.__self__ if isinstance(function, types.MethodType) else None
+
+        @functools.wraps(target)
+        def program(*args, **kwargs):
+            if "fn" not in state:
+                code = self.regenerate(target, self_obj, args, kwargs, 0, self.capture.rewritten_code,
+                                       "the rewritten code")
+                fn = types.FunctionType(code, self.g, target.__name__, target.__defaults__,
+                                        target.__closure__)
+                fn.__kwdefaults__ = target.__kwdefaults__
+                state["fn"] = fn
+            if self_obj is not None:
+                return state["fn"](self_obj, *args, **kwargs)
+            return state["fn"](*args, **kwargs)
+        return program

@@ -1,6 +1,7 @@
 #include "tools/export/export.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "tools/common/supervise.h"
 
 namespace dynamo::tools {
 namespace {
@@ -26,40 +28,110 @@ absl::Status CheckWritableDirectory(const std::string& output) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot write '", output, "': ", std::strerror(errno)));
   }
-  if (fs::is_directory(output, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot write '", output, "': it is a directory"));
+  return absl::OkStatus();
+}
+
+const char* KindOf(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The side file's path, beside the output.
+std::string SidePath(const std::string& output, const std::string& side_file) {
+  return (fs::path(output).parent_path() / side_file).string();
+}
+
+// The capture (and side file) made in this process: the part of the export
+// that runs the user's script.
+absl::StatusOr<std::vector<std::string>> Produce(const ExportOptions& options, const std::string& side_file) {
+  capture::CaptureOptions capture_options = options.capture;
+  capture_options.external_path = side_file;
+  absl::StatusOr<capture::Captured> captured = capture::CaptureFunction(capture_options);
+  if (!captured.ok()) return captured.status();
+  absl::StatusOr<std::string> bytes = capture::Serialize(captured->capture, options.format);
+  if (!bytes.ok()) return bytes.status();
+  return std::vector<std::string>{*std::move(bytes), std::move(captured->external_data)};
+}
+
+// The file really is there, as written: what a caller's exit code 0 promises.
+absl::Status CheckWritten(const std::string& path, size_t size) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) != size) {
+    return absl::DataLossError(absl::StrCat("writing '", path, "': the file is not there as written"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
+absl::Status CheckOutputPath(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "': ", std::strerror(errno)));
+  }
+  if (S_ISREG(st.st_mode)) return absl::OkStatus();
+  if (S_ISLNK(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write '", path, "': it is a symbolic link (name the file it points to instead)"));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "': it is a directory"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "': it is ", KindOf(st.st_mode),
+                                                 ", not a regular file"));
+}
+
 absl::Status WriteAtomically(const std::string& path, const std::string& data) {
-  std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (absl::Status s = CheckOutputPath(path); !s.ok()) return s;
+  // A fresh, unguessable name beside the output (O_EXCL: never an existing
+  // file or a link planted under a predictable name).
+  fs::path target(path);
+  std::string temp = (target.parent_path() / absl::StrCat(".", target.filename().string(), ".XXXXXX")).string();
+  int fd = mkstemp(temp.data());
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "': ", std::strerror(errno)));
+  mode_t mask = umask(0);
+  umask(mask);
+  auto fail = [&](absl::string_view what) {
+    std::string error = std::strerror(errno);
+    close(fd);
+    unlink(temp.c_str());
+    return absl::DataLossError(absl::StrCat(what, " '", path, "': ", error));
+  };
+  if (fchmod(fd, 0666 & ~mask) != 0) return fail("writing");
   size_t written = 0;
   while (written < data.size()) {
     ssize_t n = write(fd, data.data() + written, data.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::string error = std::strerror(errno);
-      close(fd);
-      unlink(temp.c_str());
-      return absl::DataLossError(absl::StrCat("writing '", path, "': ", error));
+      return fail("writing");
     }
     written += static_cast<size_t>(n);
   }
-  if (fsync(fd) != 0 || close(fd) != 0) {
+  if (fsync(fd) != 0) return fail("writing");
+  if (close(fd) != 0) {
+    fd = -1;
+    std::string error = std::strerror(errno);
     unlink(temp.c_str());
-    return absl::DataLossError(absl::StrCat("writing '", path, "': ", std::strerror(errno)));
+    return absl::DataLossError(absl::StrCat("writing '", path, "': ", error));
+  }
+  // Checked again just before the rename, which would replace whatever is
+  // there by then.
+  if (absl::Status s = CheckOutputPath(path); !s.ok()) {
+    unlink(temp.c_str());
+    return s;
   }
   if (rename(temp.c_str(), path.c_str()) != 0) {
     std::string error = std::strerror(errno);
     unlink(temp.c_str());
     return absl::DataLossError(absl::StrCat("writing '", path, "': ", error));
   }
-  return absl::OkStatus();
+  return CheckWritten(path, data.size());
 }
 
 absl::Status RunExport(const ExportOptions& options) {
@@ -67,24 +139,31 @@ absl::Status RunExport(const ExportOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown --format '", options.format, "' (pb, pbtxt, json)"));
   }
+  if (!(options.timeout_seconds >= 0)) {
+    return absl::InvalidArgumentError("the timeout must be a number of seconds, 0 for none");
+  }
+  // Output paths are checked before the script runs: a wrong -o costs no import.
   if (absl::Status s = CheckWritableDirectory(options.output); !s.ok()) return s;
-  capture::CaptureOptions capture_options = options.capture;
+  if (absl::Status s = CheckOutputPath(options.output); !s.ok()) return s;
+  const bool external = options.capture.weights == capture::Weights::kExternal;
   std::string side_file = absl::StrCat(fs::path(options.output).filename().string(), ".weights");
-  capture_options.external_path = side_file;
-  absl::StatusOr<capture::Captured> captured = capture::CaptureFunction(capture_options);
-  if (!captured.ok()) return captured.status();
-  absl::StatusOr<std::string> bytes = capture::Serialize(captured->capture, options.format);
-  if (!bytes.ok()) return bytes.status();
-  if (options.capture.weights == capture::Weights::kExternal) {
-    std::string side_path = (fs::path(options.output).parent_path() / side_file).string();
-    if (absl::Status s = WriteAtomically(side_path, captured->external_data); !s.ok()) return s;
-    if (absl::Status s = WriteAtomically(options.output, *bytes); !s.ok()) {
+  std::string side_path = SidePath(options.output, side_file);
+  if (external) {
+    if (absl::Status s = CheckOutputPath(side_path); !s.ok()) return s;
+  }
+  absl::StatusOr<std::vector<std::string>> files = RunSupervised(
+      [&] { return Produce(options, side_file); }, {.timeout_seconds = options.timeout_seconds, .what = "the export"});
+  if (!files.ok()) return files.status();
+  if (files->size() != 2) return absl::InternalError("the export sent back an unexpected result");
+  if (external) {
+    if (absl::Status s = WriteAtomically(side_path, (*files)[1]); !s.ok()) return s;
+    if (absl::Status s = WriteAtomically(options.output, (*files)[0]); !s.ok()) {
       unlink(side_path.c_str());
       return s;
     }
     return absl::OkStatus();
   }
-  return WriteAtomically(options.output, *bytes);
+  return WriteAtomically(options.output, (*files)[0]);
 }
 
 }  // namespace dynamo::tools

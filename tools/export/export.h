@@ -5,6 +5,12 @@
 //   o.capture.inputs = {"x=f32[1,3,224,224]"};
 //   o.output = "model.pb";
 //   absl::Status s = RunExport(o);   // on failure no file is left behind
+//
+// The capture runs in a child process (tools/common/supervise.h): a script
+// that ends the process while it is imported, or a call that outlives
+// `timeout_seconds`, is an error, never a silent exit 0. Only regular files
+// are written: an output that is a symbolic link, a FIFO, a device or a
+// directory is refused.
 #pragma once
 
 #include <string>
@@ -18,12 +24,18 @@ struct ExportOptions {
   capture::CaptureOptions capture;
   std::string output;         // path of the .pb (or .pbtxt / .json)
   std::string format = "pb";  // pb | pbtxt | json
+  double timeout_seconds = 0;  // stop the capture after this long; 0: no limit
 };
 
 [[nodiscard]] absl::Status RunExport(const ExportOptions& options);
 
-// Writes `data` to `path` through a temporary file in the same directory and
-// a rename, so readers never see a partial file.
+// OK when `path` does not exist or is a regular file; an error naming what
+// it is otherwise (a symbolic link is refused, not followed).
+[[nodiscard]] absl::Status CheckOutputPath(const std::string& path);
+
+// Writes `data` to `path` through a fresh temporary file (mkstemp) in the
+// same directory and a rename, so readers never see a partial file; `path`
+// must pass CheckOutputPath, before and just before the rename.
 [[nodiscard]] absl::Status WriteAtomically(const std::string& path, const std::string& data);
 
 }  // namespace dynamo::tools

@@ -8,6 +8,7 @@
 
 #include "CLI/CLI.hpp"
 #include "lib/python/error.h"
+#include "tools/common/cli.h"
 #include "tools/export/export.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-breaks", options.capture.allow_breaks,
                "continue past graph breaks: write every graph, the rewritten code and the "
                "resume functions (without it a break is an error)");
+  app.add_option("--timeout", options.timeout_seconds,
+                 "stop and fail when importing and capturing take longer than SECONDS")
+      ->check(dynamo::tools::Seconds());
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
   std::string python;
   app.add_option("--python", python,
@@ -39,7 +43,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return dynamo::tools::ParseError(app, e, "dynamo-export");
   }
   if (!python.empty()) setenv("DYNAMO_PYTHON", python.c_str(), 1);  // read by python::Interpreter
   static const std::map<std::string, dynamo::capture::Weights> kWeights = {

@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/decoder.h"
 #include "lib/bytecode/disassemble.h"
@@ -10,6 +11,7 @@
 #include "lib/capture/report.h"
 #include "lib/python/interpreter.h"
 #include "lib/python/script.h"
+#include "tools/common/supervise.h"
 
 namespace dynamo::tools {
 namespace {
@@ -29,30 +31,30 @@ absl::StatusOr<std::string> Listing(const InspectOptions& options, bytecode::Dec
   return text;
 }
 
-}  // namespace
-
-bool IsCaptureFile(const std::string& path) {
-  return absl::EndsWith(path, ".pb") || absl::EndsWith(path, ".pbtxt") ||
-         absl::EndsWith(path, ".json");
+// The report with every control character but newline and tab shown as an
+// escape: a capture's strings (or a script's) could otherwise drive the
+// terminal that prints them (retitle it, clear it, fake lines).
+std::string Printable(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      // A C1 control (U+0080..U+009F) in UTF-8.
+      absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(text[++i]), absl::kZeroPad2));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
 }
 
-absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
+// Everything the tool does for a script, in this process.
+absl::StatusOr<InspectReport> InspectScript(const InspectOptions& options) {
   InspectReport report;
-  if (IsCaptureFile(options.script)) {
-    absl::StatusOr<ir::Capture> c = capture::ReadCapture(options.script);
-    if (!c.ok()) return c.status();
-    report.breaks = c->graph_breaks_size();
-    if (options.json) {
-      absl::StatusOr<std::string> json = capture::Serialize(*c, "json");
-      if (!json.ok()) return json.status();
-      report.text = *json;
-    } else {
-      report.text = capture::FormatReport(*c);
-    }
-    return report;
-  }
-  if (options.function.empty()) return absl::InvalidArgumentError("--fn is required for a script");
-
   absl::StatusOr<std::unique_ptr<python::Interpreter>> py = python::Interpreter::Start();
   if (!py.ok()) return py.status();
   if (options.inputs.empty() && options.example_inputs.empty()) {
@@ -100,6 +102,57 @@ absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
     return report;
   }
   report.text = capture::FormatReport(c, *listing);
+  return report;
+}
+
+// A saved capture: protobuf parsing only, no Python, nothing to supervise.
+absl::StatusOr<InspectReport> InspectCaptureFile(const InspectOptions& options) {
+  InspectReport report;
+  absl::StatusOr<ir::Capture> c = capture::ReadCapture(options.script);
+  if (!c.ok()) return c.status();
+  report.breaks = c->graph_breaks_size();
+  if (options.json) {
+    absl::StatusOr<std::string> json = capture::Serialize(*c, "json");
+    if (!json.ok()) return json.status();
+    report.text = *json;
+  } else {
+    report.text = capture::FormatReport(*c);
+  }
+  return report;
+}
+
+}  // namespace
+
+bool IsCaptureFile(const std::string& path) {
+  return absl::EndsWith(path, ".pb") || absl::EndsWith(path, ".pbtxt") ||
+         absl::EndsWith(path, ".json");
+}
+
+absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
+  if (!(options.timeout_seconds >= 0)) {
+    return absl::InvalidArgumentError("the timeout must be a number of seconds, 0 for none");
+  }
+  absl::StatusOr<InspectReport> report;
+  if (IsCaptureFile(options.script)) {
+    report = InspectCaptureFile(options);
+  } else if (options.function.empty()) {
+    return absl::InvalidArgumentError("--fn is required for a script");
+  } else {
+    // The script runs in a child process: it can end or hang that one only.
+    absl::StatusOr<std::vector<std::string>> out = RunSupervised(
+        [&]() -> absl::StatusOr<std::vector<std::string>> {
+          absl::StatusOr<InspectReport> r = InspectScript(options);
+          if (!r.ok()) return r.status();
+          return std::vector<std::string>{r->text, absl::StrCat(r->breaks)};
+        },
+        {.timeout_seconds = options.timeout_seconds, .what = "the inspection"});
+    if (!out.ok()) return out.status();
+    if (out->size() != 2) return absl::InternalError("the inspection sent back an unexpected result");
+    report = InspectReport{.text = std::move((*out)[0]), .breaks = 0};
+    if (!absl::SimpleAtoi((*out)[1], &report->breaks)) return absl::InternalError("bad break count");
+  }
+  if (!report.ok()) return report.status();
+  report->text = Printable(report->text);
   return report;
 }
 

@@ -25,6 +25,7 @@ struct InspectOptions {
   bool as_main = false;  // import the script as __main__
   bool nested = true;    // also list nested code objects
   bool json = false;     // the capture as JSON instead of text
+  double timeout_seconds = 0;  // stop a script's inspection after this long; 0: no limit
 };
 
 struct InspectReport {
@@ -33,7 +34,9 @@ struct InspectReport {
 };
 
 // On failure nothing of the report is returned, so nothing half-written
-// reaches the user.
+// reaches the user. A script is imported and captured in a child process
+// (tools/common/supervise.h): one that ends the process or outlives the
+// timeout is an error. Control characters in the report are escaped.
 [[nodiscard]] absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options);
 
 // True for paths dynamo-inspect reads as a saved capture.

@@ -11,12 +11,13 @@
 
 #include "CLI/CLI.hpp"
 #include "lib/python/error.h"
+#include "tools/common/cli.h"
 #include "tools/inspect/inspect.h"
 
 int main(int argc, char** argv) {
   dynamo::tools::InspectOptions options;
   bool traceback = false;
-  int max_breaks = -1;
+  int max_breaks = -1;  // -1: no gate (only the default; the option takes N >= 0)
   CLI::App app{"Show what libdynamo reads and captures from a Python function."};
   app.add_option("script", options.script, "Python script to import, or a saved capture (.pb)")
       ->required();
@@ -28,7 +29,11 @@ int main(int argc, char** argv) {
   app.add_flag("--as-main", options.as_main, "import the script as __main__");
   app.add_flag("!--no-nested", options.nested, "leave out nested code objects");
   app.add_flag("--json", options.json, "print the capture as JSON");
-  app.add_option("--max-breaks", max_breaks, "exit non-zero when the capture has more breaks");
+  app.add_option("--max-breaks", max_breaks, "exit non-zero when the capture has more breaks")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", options.timeout_seconds,
+                 "stop and fail when importing and capturing take longer than SECONDS")
+      ->check(dynamo::tools::Seconds());
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
   std::string python;
   app.add_option("--python", python,
@@ -37,7 +42,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return dynamo::tools::ParseError(app, e, "dynamo-inspect");
   }
   if (!python.empty()) setenv("DYNAMO_PYTHON", python.c_str(), 1);  // read by python::Interpreter
   if (!dynamo::tools::IsCaptureFile(options.script) && options.function.empty()) {
