@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/capture/capture.h"
+#include "lib/embed/module.h"
 #include "lib/python/script.h"
 #include "test/test_support.h"
 
@@ -62,8 +63,17 @@ CaptureOptions OptionsFor(const std::string& script, const std::string& target,
 }
 
 // Runs the loaded capture against eager; returns the node count checked.
+// The Python checker (test/python/capture_check.py). Its loader uses
+// dynamo._C, so this host registers its own libdynamo as that module first,
+// as any host that runs Python itself must (lib/embed/module.h).
+Object CaptureCheck() {
+  static const absl::Status registered = embed::RegisterModule();
+  REQUIRE(registered.ok());
+  return testing::ImportTestModule("capture_check");
+}
+
 long RunAgainstEager(const std::string& pb, const Object& fn, const Object& make) {
-  Object checker = testing::ImportTestModule("capture_check");
+  Object checker = CaptureCheck();
   absl::StatusOr<Object> result =
       python::CallMethod(checker, "run_case", {python::FromString(pb), fn, make});
   DYNAMO_REQUIRE_OK(result);
@@ -74,7 +84,7 @@ long RunAgainstEager(const std::string& pb, const Object& fn, const Object& make
 }
 
 TEST_CASE("every corpus function exports as one graph that runs like eager", "[capture]") {
-  testing::ImportTestModule("capture_check");  // puts test/python on sys.path
+  CaptureCheck();  // puts test/python on sys.path
   const std::string script = testing::SourceDir() + "/test/python/capture_cases.py";
   absl::StatusOr<Object> module = python::ImportScript(script);
   DYNAMO_REQUIRE_OK(module);
@@ -82,7 +92,7 @@ TEST_CASE("every corpus function exports as one graph that runs like eager", "[c
   REQUIRE(cases.size() >= 60);
   // What torch._dynamo 2.11 captured for each case, recorded on a device
   // machine: the same operations must be in our graph.
-  Object checker = testing::ImportTestModule("capture_check");
+  Object checker = CaptureCheck();
   std::vector<Object> reference = *python::AsVector(*python::CallMethod(checker, "reference_cases"));
   REQUIRE(reference.size() == cases.size());
   long nodes_checked = 0;
@@ -124,7 +134,7 @@ TEST_CASE("guards pass for matching calls and fail on the expected guard", "[cap
   const std::string script = testing::SourceDir() + "/test/python/capture_cases.py";
   absl::StatusOr<Object> module = python::ImportScript(script);
   DYNAMO_REQUIRE_OK(module);
-  Object checker = testing::ImportTestModule("capture_check");
+  Object checker = CaptureCheck();
   std::vector<Object> scenarios = *python::AsVector(*python::GetAttr(*module, "GUARD_SCENARIOS"));
   int checked = 0;
   for (const Object& s : scenarios) {
