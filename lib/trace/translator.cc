@@ -661,6 +661,9 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
         same = a->kind == b->kind && a->node == b->node;
       } else if (a->object && b->object) {
         same = a->object.get() == b->object.get();
+        // Identity between two values read from the frame is a fact of the
+        // inputs (None and the like are pinned by their own guards).
+        if (a->source && b->source) guards_.Aliasing({a->source, b->source}, {a->object.get(), b->object.get()});
       } else {
         same = a == b;
       }
@@ -1169,7 +1172,21 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
     }
     return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {a, b}, {});
   }
+  // Sequences of Python values: Python's own operator decides (list + tuple
+  // raises, torch.Size + tuple is a Size). A list's += stays in place.
+  const bool list_inplace = a->kind == VarKind::kList && (name == "iadd" || name == "imul");
+  if (!list_inplace && (a->is_sequence() || b->is_sequence()) && ToPython(a).ok() && ToPython(b).ok()) {
+    absl::StatusOr<python::Object> operator_module = python::Import("operator");
+    if (!operator_module.ok()) return operator_module.status();
+    absl::StatusOr<python::Object> fn = python::GetAttr(*operator_module, name);
+    if (!fn.ok()) return fn.status();
+    return CallReal(Var::Constant(*fn), {Var::Constant(*ToPython(a)), Var::Constant(*ToPython(b))}, {});
+  }
   if (a->is_sequence() && b->is_sequence() && (name == "add" || name == "iadd")) {
+    if (a->kind != b->kind && !(name == "iadd" && a->kind == VarKind::kList)) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("'", name, "' between ", Describe(*a), " and ", Describe(*b)),
+                   "the operation would raise TypeError");
+    }
     std::vector<VarPtr> items = a->items;
     items.insert(items.end(), b->items.begin(), b->items.end());
     if (name == "iadd" && a->kind == VarKind::kList && !a->source) {
@@ -1177,7 +1194,7 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
       return a;
     }
     VarPtr out = a->kind == VarKind::kList ? Var::List(std::move(items)) : Var::Tuple(std::move(items));
-    out->is_size = a->is_size;
+    out->is_size = a->is_size || b->is_size;
     return out;
   }
   if (a->is_sequence() && b->is_constant() && (name == "mul" || name == "imul")) {
@@ -1418,10 +1435,21 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
   }
   std::vector<VarPtr> candidates;
   switch (container->kind) {
-    case VarKind::kDict:
+    case VarKind::kDict: {
+      // A key must be hashable: `[] in d` raises TypeError.
+      absl::StatusOr<python::Object> value = ToPython(item);
+      python::Object key = value.ok() ? *value : (item->is_tensor() ? python::Object() : item->object);
+      const bool unhashable = item->kind == VarKind::kList || item->kind == VarKind::kDict ||
+                              item->kind == VarKind::kDictView || (key && PyObject_Hash(key.get()) == -1);
+      PyErr_Clear();
+      if (unhashable) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' of ", Describe(*item), " in a dict"),
+                     "the key is unhashable: the function would raise TypeError");
+      }
       guards_.LengthMatch(container->source, static_cast<int64_t>(container->keys.size()));
       candidates = container->keys;
       break;
+    }
     case VarKind::kTuple:
     case VarKind::kList:
     case VarKind::kIterator:
