@@ -160,7 +160,15 @@ def nested_function_tensor_default():
         def g(z, w=y):
             return z + w
         return g(x)
-    return check("nested default", f, [(X,), (X * 3,)])
+
+    def h(x):
+        y = x * 2
+
+        def g(z, w=y):  # captured as its own frame, after the break
+            return z + w
+        print(end="")
+        return g(x)
+    return check("nested default", f, [(X,), (X * 3,)]) & check("nested default after a break", h, [(X,), (X * 3,)])
 
 
 @minimal
