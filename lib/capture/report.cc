@@ -129,6 +129,9 @@ std::string GuardValue(const ir::Guard& g) {
     return absl::StrCat(TensorText(g.tensor()), " strides [", DimsText(g.tensor().strides()), "] ",
                         DeviceText(g.tensor().device()));
   }
+  if (g.kind() == ir::Guard::OBJECT_ALIASING) {  // "L['x'] L['y'] | 0 1": equal groups, same object
+    return absl::StrCat(absl::StrJoin(g.sources(), " "), " | ", absl::StrJoin(g.groups(), " "));
+  }
   return g.has_value() ? ArgText(g.value()) : "";
 }
 

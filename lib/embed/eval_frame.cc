@@ -377,6 +377,14 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   view.names = &state->names;
   view.cells = &state->cells;
   view.globals = frame->f_globals;
+  // Guards may run a class's Python __getattr__ or __getitem__: those frames
+  // run as plain Python, never captured from inside a guard (which would
+  // compile guards that run them again, without end).
+  struct EvaluatorOff {
+    PyObject* saved = callback;
+    EvaluatorOff() { callback = nullptr; }
+    ~EvaluatorOff() { callback = saved; }
+  };
   size_t mine = 0;
   std::shared_ptr<const Entry> last;
   // By index, each entry held while in use: checking guards may run Python
@@ -386,7 +394,12 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     if (e->owner.get() != cb) continue;
     ++mine;
     last = e;
-    if (e->guards.Check(view)) {
+    bool holds;
+    {
+      EvaluatorOff off;
+      holds = e->guards.Check(view);
+    }
+    if (holds) {
       ++hits;
       return RunEntry(*e, frame, throw_flag, ts);
     }
@@ -420,6 +433,7 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   }
   Object reason = python::None();
   if (last != nullptr) {
+    EvaluatorOff off;
     std::optional<std::string> why = last->guards.Explain(view);
     if (why) reason = python::FromString(*why);
   }
@@ -449,7 +463,10 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     PyErr_SetString(PyExc_RuntimeError, "dynamo: unreadable capture");
     return nullptr;
   }
-  absl::StatusOr<guards::GuardEvaluator> compiled = guards::GuardEvaluator::Compile(capture.guards(), view);
+  absl::StatusOr<guards::GuardEvaluator> compiled = [&] {
+    EvaluatorOff off;
+    return guards::GuardEvaluator::Compile(capture.guards(), view);
+  }();
   if (!compiled.ok()) {
     std::string msg = absl::StrCat("dynamo: running ", PyUnicode_AsUTF8(frame->f_code->co_qualname),
                                    " eagerly: its guards cannot be checked (", compiled.status().message(), ")");

@@ -248,6 +248,7 @@ struct CompiledCheck {
   Plan plan = Plan::kGeneric;  // LENGTH_MATCH on nn containers
   PinnedType pin;
   int tensor = -1;    // TENSOR_MATCH: index into Program::tensors
+  bool present = false;  // HASATTR: whether the attribute (`object`, interned) exists
 };
 
 int Cost(ir::Guard::Kind kind) {
@@ -281,9 +282,16 @@ struct GlobalCheck {
   bool expected = false;
 };
 
+// OBJECT_ALIASING: the accessors of the compared values and their groups.
+struct AliasCheck {
+  std::vector<int> nodes;   // flat node indexes, parallel to the guard's sources
+  std::vector<int> groups;
+};
+
 struct GuardRef {
-  int node = -1;   // -1: a global check
+  int node = -1;   // -1: a global check or an aliasing check
   int check = -1;  // index into Program::checks, or into Program::globals
+  int alias = -1;  // index into Program::aliases
 };
 
 // Same type at every level and equal values: 1, 0, or -1 with an exception.
@@ -398,6 +406,7 @@ struct GuardEvaluator::Program {
   std::vector<CompiledCheck> checks;   // grouped by node
   int max_depth = 0;
   std::vector<GlobalCheck> globals;
+  std::vector<AliasCheck> aliases;
   std::vector<TensorSpec> tensors;
   Object s_parameters, s_buffers, s_modules, s_shape, s_dtype, s_device, s_requires_grad, s_stride;
 
@@ -411,6 +420,7 @@ struct GuardEvaluator::Program {
   bool TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const;
   bool Holds(const CompiledCheck& c, PyObject* v, std::string* why) const;
   bool GlobalHolds(const GlobalCheck& g, std::string* why) const;
+  bool AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why) const;
   bool Run(const FrameView& f) const;
   // The value of `node` in `f`, or null with the Python exception set.
   Object Resolve(int node, const FrameView& f) const;
@@ -664,6 +674,18 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
     }
     case ir::Guard::TENSOR_MATCH:
       return TensorHolds(tensors[static_cast<size_t>(c.tensor)], v, why);
+    case ir::Guard::HASATTR: {
+      // hasattr's rule: only AttributeError means absent; any other error
+      // fails the guard.
+      Object a = Object::Steal(PyObject_GetAttr(v, c.object.get()));
+      bool error = !a && !PyErr_ExceptionMatches(PyExc_AttributeError);
+      if (!a) PyErr_Clear();
+      if (!error && static_cast<bool>(a) == c.present) return true;
+      if (why != nullptr) {
+        *why = error ? "hasattr raised" : absl::StrCat("expected the attribute to be ", c.present ? "present" : "absent");
+      }
+      return false;
+    }
     default:
       if (why != nullptr) *why = "unknown guard kind";
       return false;
@@ -677,6 +699,34 @@ bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
     *why = absl::StrCat("expected ", g.expected ? "True" : "False", ", got ", got ? Str(got.get()) : TakeErrorRepr());
   }
   return false;
+}
+
+bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why) const {
+  absl::InlinedVector<Object, 8> values;
+  for (int node : a.nodes) {
+    values.push_back(Resolve(node, f));
+    if (!values.back()) {
+      if (why != nullptr) {
+        *why = absl::StrCat(guards[guard].sources(static_cast<int>(values.size() - 1)), " cannot be read (",
+                            TakeErrorRepr(), ")");
+      }
+      PyErr_Clear();
+      return false;
+    }
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    for (size_t j = i + 1; j < values.size(); ++j) {
+      bool same = values[i].get() == values[j].get();
+      if (same == (a.groups[i] == a.groups[j])) continue;
+      if (why != nullptr) {
+        *why = absl::StrCat(guards[guard].sources(static_cast<int>(i)), " is ",
+                            guards[guard].sources(static_cast<int>(j)), ": expected ", same ? "False" : "True",
+                            ", got ", same ? "True" : "False");
+      }
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Program::Run(const FrameView& f) const {
@@ -711,7 +761,9 @@ std::optional<std::string> Program::ExplainGuard(size_t i, const FrameView& f) c
   const GuardRef& ref = refs[i];
   const std::string& source = guards[i].source();
   std::string why;
-  if (ref.node < 0) {
+  if (ref.alias >= 0) {
+    if (AliasHolds(i, aliases[static_cast<size_t>(ref.alias)], f, &why)) return std::nullopt;
+  } else if (ref.node < 0) {
     if (GlobalHolds(globals[static_cast<size_t>(ref.check)], &why)) return std::nullopt;
   } else {
     Object v = Resolve(ref.node, f);
@@ -1042,6 +1094,14 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
       c.length = g.value().int_value();
       c.plan = PlanContainer(v, &c.pin, k, /*for_len=*/true);
       return c;
+    case ir::Guard::HASATTR: {
+      // Compiled on the object; the source's last step is the attribute.
+      size_t dot = g.source().rfind('.');
+      if (dot == std::string::npos) return absl::InvalidArgumentError("HASATTR of a source with no attribute");
+      c.object = Intern(g.source().substr(dot + 1));
+      c.present = g.value().bool_value();
+      return c;
+    }
     case ir::Guard::TENSOR_MATCH: {
       if (!g.has_tensor()) return absl::InvalidArgumentError("no tensor metadata");
       absl::StatusOr<TensorSpec> t = CompileTensor(g.tensor(), v);
@@ -1064,7 +1124,9 @@ struct TreeNode {
 };
 
 // Lays the tree out in preorder, checks cheapest first within each node.
-void Flatten(std::vector<TreeNode>& tree, const std::vector<int>& roots, Program& p) {
+void Flatten(std::vector<TreeNode>& tree, const std::vector<int>& roots, Program& p,
+             std::vector<int>* flat_of) {
+  flat_of->assign(tree.size(), -1);
   std::vector<std::pair<int, int>> stack;  // (tree index, parent's flat index)
   for (auto r = roots.rbegin(); r != roots.rend(); ++r) stack.emplace_back(*r, -1);
   while (!stack.empty()) {
@@ -1077,6 +1139,7 @@ void Flatten(std::vector<TreeNode>& tree, const std::vector<int>& roots, Program
     n.depth = parent < 0 ? 0 : p.nodes[static_cast<size_t>(parent)].depth + 1;
     p.max_depth = std::max(p.max_depth, n.depth);
     int index = static_cast<int>(p.nodes.size());
+    (*flat_of)[static_cast<size_t>(t)] = index;
     std::stable_sort(tn.checks.begin(), tn.checks.end(),
                      [](const CompiledCheck& a, const CompiledCheck& b) { return Cost(a.kind) < Cost(b.kind); });
     n.check_begin = static_cast<int>(p.checks.size());
@@ -1116,25 +1179,13 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
   std::vector<int> roots;
   std::vector<Object> seen;                       // per node: its value in `at_capture`
 
-  for (size_t gi = 0; gi < guards.size(); ++gi) {
-    const ir::Guard& g = guards[gi];
-    auto fail = [&](const absl::Status& s) {
-      return absl::Status(s.code(), absl::StrCat("guard ", ir::Guard::Kind_Name(g.kind()), " ", g.source(), ": ",
-                                                 s.message()));
-    };
-    if (g.kind() == ir::Guard::GLOBAL_STATE) {
-      absl::StatusOr<Object> reader = TorchAttr(g.source() == "grad_mode" ? "is_grad_enabled" : g.source());
-      if (!reader.ok() || !PyCallable_Check(reader->get())) {
-        return fail(absl::InvalidArgumentError("unknown global state"));
-      }
-      p->refs[gi] = GuardRef{-1, static_cast<int>(p->globals.size())};
-      p->globals.push_back(GlobalCheck{*reader, g.value().bool_value()});
-      continue;
-    }
-    absl::StatusOr<std::vector<Token>> tokens = ParseSource(g.source());
-    if (!tokens.ok()) return fail(tokens.status());
+  // The accessor node (a tree index) of a source's first `count` steps,
+  // shared with every guard that reads the same prefix.
+  auto path = [&](const std::string& source, const std::vector<Token>& tokens,
+                  size_t count) -> absl::StatusOr<int> {
     int parent = -1;
-    for (const Token& t : *tokens) {
+    for (size_t ti = 0; ti < count; ++ti) {
+      const Token& t = tokens[ti];
       std::string key = absl::StrCat(parent, "|", static_cast<int>(t.kind), "|", t.name, "|", t.index);
       if (auto it = node_of.find(key); it != node_of.end()) {
         parent = it->second;
@@ -1148,7 +1199,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       if (t.kind == Token::kLocal) {
         const std::vector<std::string>& names = *at_capture.names;
         auto found = std::find(names.begin(), names.end(), t.name);
-        if (found == names.end()) return fail(absl::InvalidArgumentError(absl::StrCat("the frame has no local '", t.name, "'")));
+        if (found == names.end()) return absl::InvalidArgumentError(absl::StrCat("the frame has no local '", t.name, "'"));
         step.slot = static_cast<int>(found - names.begin());
         step.cell = at_capture.cells != nullptr && static_cast<size_t>(step.slot) < at_capture.cells->size() &&
                     (*at_capture.cells)[static_cast<size_t>(step.slot)];
@@ -1156,8 +1207,8 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       PyObject* base = parent >= 0 ? seen[static_cast<size_t>(parent)].get() : nullptr;
       Object value = ReadGeneric(step, base, at_capture, *p);
       if (!value) {
-        return fail(absl::FailedPreconditionError(absl::StrCat(
-            g.source().substr(0, t.end), " cannot be read in the frame it is compiled against: ", TakeErrorRepr())));
+        return absl::FailedPreconditionError(absl::StrCat(
+            source.substr(0, t.end), " cannot be read in the frame it is compiled against: ", TakeErrorRepr()));
       }
       if (t.kind == Token::kAttr) {
         PlanAttr(step, base, known);
@@ -1185,12 +1236,64 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       node_of.emplace(std::move(key), index);
       parent = index;
     }
+    return parent;
+  };
+
+  for (size_t gi = 0; gi < guards.size(); ++gi) {
+    const ir::Guard& g = guards[gi];
+    auto fail = [&](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat("guard ", ir::Guard::Kind_Name(g.kind()), " ", g.source(), ": ",
+                                                 s.message()));
+    };
+    if (g.kind() == ir::Guard::GLOBAL_STATE) {
+      absl::StatusOr<Object> reader = TorchAttr(g.source() == "grad_mode" ? "is_grad_enabled" : g.source());
+      if (!reader.ok() || !PyCallable_Check(reader->get())) {
+        return fail(absl::InvalidArgumentError("unknown global state"));
+      }
+      p->refs[gi] = GuardRef{-1, static_cast<int>(p->globals.size())};
+      p->globals.push_back(GlobalCheck{*reader, g.value().bool_value()});
+      continue;
+    }
+    if (g.kind() == ir::Guard::OBJECT_ALIASING) {
+      if (g.sources_size() < 2 || g.sources_size() != g.groups_size()) {
+        return fail(absl::InvalidArgumentError("OBJECT_ALIASING needs two or more sources and their groups"));
+      }
+      AliasCheck a;
+      for (const std::string& source : g.sources()) {
+        absl::StatusOr<std::vector<Token>> tokens = ParseSource(source);
+        if (!tokens.ok()) return fail(tokens.status());
+        absl::StatusOr<int> node = path(source, *tokens, tokens->size());
+        if (!node.ok()) return fail(node.status());
+        a.nodes.push_back(*node);  // a tree index until Flatten
+      }
+      a.groups.assign(g.groups().begin(), g.groups().end());
+      p->refs[gi] = GuardRef{-1, -1, static_cast<int>(p->aliases.size())};
+      p->aliases.push_back(std::move(a));
+      continue;
+    }
+    absl::StatusOr<std::vector<Token>> tokens = ParseSource(g.source());
+    if (!tokens.ok()) return fail(tokens.status());
+    // HASATTR is checked on the object: every step but the attribute.
+    size_t steps = tokens->size();
+    if (g.kind() == ir::Guard::HASATTR) {
+      if (steps < 2 || tokens->back().kind != Token::kAttr) {
+        return fail(absl::InvalidArgumentError("HASATTR needs a source ending in an attribute"));
+      }
+      --steps;
+    }
+    absl::StatusOr<int> node = path(g.source(), *tokens, steps);
+    if (!node.ok()) return fail(node.status());
+    int parent = *node;
     absl::StatusOr<CompiledCheck> check = CompileCheck(g, seen[static_cast<size_t>(parent)].get(), *p, known);
     if (!check.ok()) return fail(check.status());
     check->guard = static_cast<int>(gi);
     tree[static_cast<size_t>(parent)].checks.push_back(*std::move(check));
   }
-  Flatten(tree, roots, *p);
+  std::vector<int> flat_of;
+  Flatten(tree, roots, *p, &flat_of);
+  for (AliasCheck& a : p->aliases) {
+    for (int& node : a.nodes) node = flat_of[static_cast<size_t>(node)];
+  }
   // Compiled against the frame the trace saw, every guard must hold there.
   for (size_t gi = 0; gi < guards.size(); ++gi) {
     if (std::optional<std::string> why = p->ExplainGuard(gi, at_capture)) {
@@ -1211,6 +1314,9 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
   if (!p.Run(frame)) {
     PyErr_Clear();
     return false;
+  }
+  for (size_t i = 0; i < p.aliases.size(); ++i) {
+    if (!p.AliasHolds(0, p.aliases[i], frame, nullptr)) return false;
   }
   return true;
 }

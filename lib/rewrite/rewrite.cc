@@ -356,8 +356,14 @@ class Emitter {
         if (v->source) return LoadSource(v->source);
         Emit(op::kPushNull);
         ImportPath({"torch"}, {"device"});
-        LoadConst(python::FromString(ops::ToString(v->device)));
+        LoadConst(python::FromString(ops::DeviceName(v->device)));  // "cuda:0", as torch.device takes it
         Call(1);
+        return absl::OkStatus();
+      case VarKind::kDictView:  // d.keys(), taken again from the rebuilt dict
+        Emit(op::kPushNull);
+        if (absl::Status s = Load(v->self); !s.ok()) return s;
+        Emit(op::kLoadAttr, Name(v->name));
+        Call(0);
         return absl::OkStatus();
       case VarKind::kGradMode:
         Emit(op::kPushNull);
@@ -371,11 +377,28 @@ class Emitter {
       case VarKind::kFunction:
         if (v->object && PyCode_Check(v->object.get())) return MakeFunction(v);
         if (v->self) {  // a method bound to a tracked object
-          if (absl::Status s = Load(v->self); !s.ok()) return s;
           Object name = Object::Steal(PyObject_GetAttrString(v->object.get(), "__name__"));
           PyErr_Clear();
           absl::StatusOr<std::string> n = name ? python::AsString(name) : absl::NotFoundError("");
           if (!n.ok()) return Unrebuildable("a bound method");
+          // self.name is this method unless it was reached another way
+          // (super().__init__ is not self.__init__): then the very function
+          // is bound to self, types.MethodType(function, self).
+          bool by_name = true;
+          if (v->self->object) {
+            Object bound = Object::Steal(PyObject_GetAttrString(v->self->object.get(), n->c_str()));
+            by_name = bound && PyMethod_Check(bound.get()) && PyMethod_Function(bound.get()) == v->object.get();
+            PyErr_Clear();
+          }
+          if (!by_name) {
+            Emit(op::kPushNull);
+            ImportPath({"types"}, {"MethodType"});
+            if (absl::Status s = v->source ? LoadSource(v->source) : LoadObject(v->object); !s.ok()) return s;
+            if (absl::Status s = Load(v->self); !s.ok()) return s;
+            Call(2);
+            return absl::OkStatus();
+          }
+          if (absl::Status s = Load(v->self); !s.ok()) return s;
           Emit(op::kLoadAttr, Name(*n));
           return absl::OkStatus();
         }

@@ -108,6 +108,25 @@ bool SetOfConstants(PyObject* set) {
   return true;
 }
 
+// A tuple, list or dict subclass whose container protocol is written in
+// Python (a ModelOutput's __getitem__, a __len__ of its own) is not the
+// builtin container: modelling it as one would answer with the builtin's
+// semantics and write guards that run its code.
+bool OverridesContainerProtocol(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (t == &PyTuple_Type || t == &PyList_Type || t == &PyDict_Type) return false;
+  for (const char* name : {"__getitem__", "__iter__", "__len__", "__contains__", "__bool__", "__reversed__",
+                           "keys", "values", "items", "get", "__getattribute__", "__eq__"}) {
+    Object n = python::FromString(name);
+    PyObject* f = _PyType_Lookup(t, n.get());  // borrowed
+    if (f != nullptr && !PyCFunction_Check(f) && Py_TYPE(f) != &PyMethodDescr_Type &&
+        Py_TYPE(f) != &PyWrapperDescr_Type && Py_TYPE(f) != &PyClassMethodDescr_Type) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // A dotted attribute path for a get_attr node: under the traced method's
 // module, nn.Module's own path ("layers.0.weight"); elsewhere a name built
 // from the source.
@@ -159,6 +178,10 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     v->name = it->second;
     return v;
   }
+  if ((PyTuple_Check(o) || PyList_Check(o) || PyDict_Check(o)) && OverridesContainerProtocol(o)) {
+    guards_.TypeMatch(source, obj);
+    return Var::OfKind(VarKind::kOpaque, obj, source);
+  }
   if (PyTuple_Check(o) || PyList_Check(o)) {
     bool is_size = IsInstanceOf(o, "Size");
     std::vector<VarPtr> items;
@@ -176,6 +199,15 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     VarPtr v = PyList_Check(o) ? Var::List(std::move(items), source) : Var::Tuple(std::move(items), source);
     v->is_size = is_size;
     v->object = obj;
+    // A named tuple's fields read as attributes (p.x is p[0]).
+    if (PyTuple_Check(o) && !PyTuple_CheckExact(o) && !is_size) {
+      absl::StatusOr<std::vector<Object>> fields =
+          python::AsVector(Attr(reinterpret_cast<PyObject*>(Py_TYPE(o)), "_fields"));
+      if (fields.ok() && fields->size() == v->items.size()) {
+        for (const Object& f : *fields) v->fields.push_back(python::AsString(f).value_or(""));
+      }
+      PyErr_Clear();
+    }
     if (PyList_Check(o) && source) {
       // The guards above are for this path; the tracker is the object's one.
       auto [it, inserted] = containers_.try_emplace(o, v);
@@ -185,9 +217,14 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
   }
   if (PyDict_Check(o)) {
     std::vector<VarPtr> keys, values;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &key, &value)) {
+    // In the dict's own iteration order (an OrderedDict's after move_to_end
+    // is not its storage order); values as dict.__getitem__ reads them.
+    Object key_list = Object::Steal(PySequence_List(o));
+    if (!key_list) return python::FetchError("listing a dict's keys");
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(key_list.get()); ++i) {
+      PyObject* key = PyList_GET_ITEM(key_list.get(), i);
+      PyObject* value = PyDict_GetItemWithError(o, key);  // borrowed
+      if (value == nullptr) return python::FetchError("reading a dict's item");
       if (!PyUnicode_Check(key) && !PyLong_Check(key)) {  // keys we cannot name in a Source
         guards_.TypeMatch(source, obj);
         return Var::OfKind(VarKind::kOpaque, obj, source);
@@ -270,8 +307,19 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
 absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr source) {
   absl::StatusOr<ops::TensorMeta> meta = MetaOf(tensor.get());
   if (!meta.ok()) return Break(ir::GraphBreak::OTHER, std::string(meta.status().message()), "");
+  // The class is part of what the tensor is (isinstance(p, nn.Parameter));
+  // TENSOR_MATCH pins it.
+  auto typed = [&tensor](VarPtr v) {
+    if (reinterpret_cast<PyObject*>(Py_TYPE(tensor.get())) != TorchAttr("Tensor").get()) {
+      v->tensor_type = Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(tensor.get())));
+    }
+    return v;
+  };
   if (auto it = attribute_nodes_.find(tensor.get()); it != attribute_nodes_.end()) {
-    return Var::Tensor(it->second, *meta, source);
+    // The same tensor reached by a second path: one node, and the identity
+    // between the paths is guarded.
+    NoteTensorSource(source, tensor.get());
+    return typed(Var::Tensor(it->second, *meta, source));
   }
   if (!source) {
     return Break(ir::GraphBreak::OTHER, "a tensor object made outside the trace with no known path",
@@ -291,14 +339,23 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     guards_.TensorMatch(source, *meta);
     placeholder_sources_.push_back(source);
     attribute_nodes_[tensor.get()] = node;
-    return Var::Tensor(node, *meta, source);
+    NoteTensorSource(source, tensor.get());
+    return typed(Var::Tensor(node, *meta, source));
   }
   std::string target = AttributeTarget(*source);
   std::string node = graph_.AddGetAttr(target, *meta);
   attribute_nodes_[tensor.get()] = node;
   attributes_.push_back({target, source->ToString(), tensor});
-  return Var::Tensor(node, *meta, source);
+  return typed(Var::Tensor(node, *meta, source));
 }
+
+void Translator::NoteTensorSource(const SourcePtr& source, PyObject* tensor) {
+  if (!source) return;
+  alias_sources_.push_back(source);
+  alias_ids_.push_back(tensor);
+}
+
+void Translator::GuardAliasing() { guards_.Aliasing(alias_sources_, alias_ids_); }
 
 SourcePtr Translator::ChildSource(const VarPtr& container, int64_t index) {
   if (!container->source) return nullptr;
@@ -654,7 +711,29 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
   return RunFrame(frame);
 }
 
+// "Is a compiler tracing this code?" asked of torch: yes, we are. Only
+// modules already imported are looked at (torch._dynamo is not imported
+// for the question).
+bool IsCompilingQuery(PyObject* fn) {
+  static const std::pair<const char*, const char*> kQueries[] = {
+      {"torch.compiler", "is_compiling"},       {"torch.compiler", "is_dynamo_compiling"},
+      {"torch._dynamo", "is_compiling"},        {"torch._dynamo.external_utils", "is_compiling"},
+      {"torch._utils", "is_compiling"},         {"torch._dynamo.eval_frame", "is_compiling"}};
+  PyObject* modules = PyImport_GetModuleDict();
+  for (const auto& [module, name] : kQueries) {
+    PyObject* m = PyDict_GetItemString(modules, module);  // borrowed
+    if (m == nullptr) continue;
+    Object f = Attr(m, name);
+    if (f && f.get() == fn) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
+  if ((fn->kind == VarKind::kFunction || fn->kind == VarKind::kOpaque) && fn->object && !fn->self &&
+      args.empty() && IsCompilingQuery(fn->object.get())) {
+    return Var::Constant(python::FromBool(true));
+  }
   bool any_tensor = false;
   for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
   for (const auto& kv : kwargs) any_tensor |= ContainsTensor(kv.second);
@@ -678,13 +757,9 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
         }
         Object original = Attr(fn->object.get(), "_torchdynamo_orig_callable");
         if (original && PyFunction_Check(original.get())) {
-          VarPtr inner = Var::OfKind(VarKind::kFunction, original);
+          VarPtr inner = Var::OfKind(VarKind::kFunction, original,
+                                     fn->source ? Source::Attr(fn->source, "_torchdynamo_orig_callable") : nullptr);
           inner->self = fn->self;
-          if (PyObject* d = PyFunction_GetDefaults(original.get())) {
-            absl::StatusOr<VarPtr> w = Wrap(Object::Borrow(d), nullptr);
-            if (!w.ok()) return w.status();
-            inner->defaults = *w;
-          }
           return Inline(inner, std::move(args), std::move(kwargs));
         }
         PyErr_Clear();
@@ -707,7 +782,11 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
         return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                      absl::StrCat(python::TypeName(fn->object), ".forward is not a Python function"), "");
       }
-      VarPtr method = Var::OfKind(VarKind::kFunction, forward);
+      // type(m).forward: its defaults and closure have a path (a tensor
+      // default is read from it on every call).
+      VarPtr method = Var::OfKind(VarKind::kFunction, forward,
+                                  fn->source ? Source::Attr(Source::Attr(fn->source, "__class__"), "forward")
+                                             : nullptr);
       method->self = fn;
       return Inline(method, std::move(args), std::move(kwargs));
     }
@@ -797,6 +876,113 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
   }
 }
 
+
+Object Translator::ClassOf(const VarPtr& v) {
+  auto type_of = [](PyObject* o) { return Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))); };
+  auto builtin = [](PyTypeObject* t) { return Object::Borrow(reinterpret_cast<PyObject*>(t)); };
+  switch (v->kind) {
+    case VarKind::kTensor:
+      return v->tensor_type ? v->tensor_type : TorchAttr("Tensor");
+    case VarKind::kTuple:
+      if (v->object) return type_of(v->object.get());
+      if (v->is_size) return TorchAttr("Size");
+      return v->fields.empty() ? builtin(&PyTuple_Type) : Object();  // torch.return_types.*: not modelled
+    case VarKind::kList:
+      return v->object ? type_of(v->object.get()) : builtin(&PyList_Type);
+    case VarKind::kDict:
+      return v->object ? type_of(v->object.get()) : builtin(&PyDict_Type);
+    case VarKind::kSlice:
+      return builtin(&PySlice_Type);
+    case VarKind::kRange:
+      return builtin(&PyRange_Type);
+    case VarKind::kDictView: {
+      Object d = Object::Steal(PyDict_New());
+      Object view = Object::Steal(PyObject_CallMethod(d.get(), v->name.c_str(), nullptr));
+      if (!view) PyErr_Clear();
+      return view ? type_of(view.get()) : Object();
+    }
+    case VarKind::kFunction:
+      if (v->self) return builtin(&PyMethod_Type);
+      return builtin(&PyFunction_Type);
+    case VarKind::kConstant:
+    case VarKind::kDType:
+    case VarKind::kDevice:
+    case VarKind::kModule:
+    case VarKind::kNNModule:
+    case VarKind::kClass:
+    case VarKind::kOp:
+    case VarKind::kBuiltin:
+    case VarKind::kOpaque:
+      return v->object ? type_of(v->object.get()) : Object();
+    default:
+      return Object();  // iterators, methods of trackers, cells: not modelled
+  }
+}
+
+absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object& cls) {
+  if (PyTuple_Check(cls.get())) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls.get()); ++i) {
+      absl::StatusOr<bool> r = TensorIsInstance(t, Object::Borrow(PyTuple_GET_ITEM(cls.get(), i)));
+      if (!r.ok() || *r) return r;
+    }
+    return false;
+  }
+  // torch's legacy types (torch.FloatTensor, torch.cuda.LongTensor) answer
+  // isinstance by the tensor's dtype and backend, not by subclassing: a
+  // dense tensor of their dtype on the CPU (is_cuda false) or a CUDA device.
+  Object legacy = TorchAttr("FloatTensor");
+  if (legacy && Py_TYPE(cls.get()) == Py_TYPE(legacy.get())) {
+    Object dtype = Object::Steal(PyObject_Str(Attr(cls.get(), "dtype").get()));
+    absl::StatusOr<std::string> dtype_name = dtype ? python::AsString(dtype) : absl::UnknownError("dtype");
+    if (!dtype_name.ok()) {
+      PyErr_Clear();
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("isinstance() with ", python::Repr(cls)), "");
+    }
+    std::optional<ops::DType> d = ops::DTypeFromName(*dtype_name);
+    const bool sparse = Attr(cls.get(), "is_sparse").get() == Py_True;
+    const bool cuda = Attr(cls.get(), "is_cuda").get() == Py_True;
+    return d && *d == t->meta.dtype && !sparse && t->meta.device.type == (cuda ? "cuda" : "cpu");
+  }
+  int r = PyObject_IsSubclass(ClassOf(t).get(), cls.get());
+  if (r < 0) return python::FetchError("isinstance");
+  return r == 1;
+}
+
+absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& name) {
+  Object owner;  // what hasattr is asked of
+  bool instance = false;
+  if (v->kind == VarKind::kFunction && v->object && PyCode_Check(v->object.get())) {
+    owner = FunctionStandIn(v);
+  } else if (v->object && !v->is_tensor()) {
+    owner = v->object;
+    instance = true;
+  } else {
+    owner = ClassOf(v);  // a tensor or a container made by the trace: its class's attributes
+  }
+  if (!owner) return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of ", Describe(*v)), "");
+  if (instance && attr_overlay_.contains(std::make_pair(v->object.get(), name))) return true;
+  Object a = Object::Steal(PyObject_GetAttrString(owner.get(), name.c_str()));
+  if (!a) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+      absl::Status error = python::FetchError("");
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr(", Describe(*v), ", '", name, "') raises ",
+                                                       error.message()), "");
+    }
+    PyErr_Clear();
+  }
+  // Presence is a fact read from the input: guarded like its value would be.
+  if (v->source) guards_.HasAttr(v->source, name, static_cast<bool>(a));
+  return static_cast<bool>(a);
+}
+
+Object Translator::FunctionStandIn(const VarPtr& fn) {
+  // A function made during the trace is a code object and its globals: a
+  // real function of those answers __name__, __qualname__, __module__, __doc__.
+  Object f = Object::Steal(PyFunction_New(fn->object.get(), fn->globals ? fn->globals.get() : top_globals_.get()));
+  if (!f) PyErr_Clear();
+  return f;
+}
+
 absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args,
                                                Kwargs kwargs) {
   const std::string& name = fn->name;
@@ -825,9 +1011,10 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
   if (name == "len") {
     if (absl::Status s = arity(1, 1); !s.ok()) return s;
     const VarPtr& v = args[0];
-    if (v->is_sequence() || v->kind == VarKind::kDict) {
-      guards_.LengthMatch(v->source, static_cast<int64_t>(v->items.size()));
-      return constant(python::FromLong(static_cast<long long>(v->items.size())));
+    if (v->is_sequence() || v->kind == VarKind::kDict || v->kind == VarKind::kDictView) {
+      const VarPtr& c = v->kind == VarKind::kDictView ? v->self : v;
+      guards_.LengthMatch(c->source, static_cast<int64_t>(c->items.size()));
+      return constant(python::FromLong(static_cast<long long>(c->items.size())));
     }
     if (v->is_tensor()) {
       if (v->meta.sizes.empty()) {
@@ -851,29 +1038,20 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     if (absl::Status s = arity(2, 2); !s.ok()) return s;
     absl::StatusOr<Object> cls = ToPython(args[1]);
     if (!cls.ok()) return Break(ir::GraphBreak::OTHER, "isinstance() with a non-class", "");
-    Object subject;
     const VarPtr& v = args[0];
-    if (name == "issubclass") {
-      subject = v->object;
-    } else if (v->is_tensor()) {
-      int r = PyObject_IsSubclass(TorchAttr("Tensor").get(), cls->get());
-      if (r < 0) return python::FetchError("isinstance");
-      return constant(python::FromBool(r == 1));
-    } else if (v->kind == VarKind::kTuple || v->kind == VarKind::kList || v->kind == VarKind::kDict) {
-      Object type = v->is_size ? TorchAttr("Size")
-                    : Object::Borrow(reinterpret_cast<PyObject*>(
-                          v->kind == VarKind::kTuple ? &PyTuple_Type
-                          : v->kind == VarKind::kList ? &PyList_Type : &PyDict_Type));
-      int r = PyObject_IsSubclass(type.get(), cls->get());
-      if (r < 0) return python::FetchError("isinstance");
-      return constant(python::FromBool(r == 1));
-    } else {
-      subject = v->object;
+    if (name == "isinstance" && v->is_tensor()) {
+      absl::StatusOr<bool> r = TensorIsInstance(v, *cls);
+      if (!r.ok()) return r.status();
+      return constant(python::FromBool(*r));
     }
+    // Everything else is asked of its real class, as CPython would: a
+    // container read from the frame is its object's class (a named tuple,
+    // an OrderedDict), one made by the trace is the builtin.
+    Object subject = name == "issubclass" ? v->object : ClassOf(v);
     if (!subject) return Break(ir::GraphBreak::OTHER, absl::StrCat(name, "() of ", Describe(*v)), "");
-    if (name == "isinstance") guards_.TypeMatch(v->source, subject);
-    int r = name == "isinstance" ? PyObject_IsInstance(subject.get(), cls->get())
-                                 : PyObject_IsSubclass(subject.get(), cls->get());
+    if (name == "isinstance" && v->object && v->source) guards_.TypeMatch(v->source, v->object);
+    int r = name == "isinstance" && v->object ? PyObject_IsInstance(v->object.get(), cls->get())
+                                              : PyObject_IsSubclass(subject.get(), cls->get());
     if (r < 0) return python::FetchError(name);
     return constant(python::FromBool(r == 1));
   }
@@ -1023,22 +1201,14 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
                  "the function would raise StopIteration");
   }
   if (name == "getattr" || name == "hasattr") {
-    if (absl::Status s = arity(2, 3); !s.ok()) return s;
+    if (absl::Status s = arity(2, name == "hasattr" ? 2 : 3); !s.ok()) return s;
     absl::StatusOr<Object> attr = ToPython(args[1]);
     absl::StatusOr<std::string> attr_name = attr.ok() ? python::AsString(*attr) : attr.status();
     if (!attr_name.ok()) return Break(ir::GraphBreak::OTHER, "getattr() with a non-constant name", "");
-    bool exists = true;
-    if (args[0]->object) {
-      exists = PyObject_HasAttrString(args[0]->object.get(), attr_name->c_str()) == 1;
-      guards_.TypeMatch(args[0]->source, args[0]->object);
-    }
-    if (name == "hasattr") {
-      if (args[0]->is_tensor()) {
-        exists = PyObject_HasAttrString(TorchAttr("Tensor").get(), attr_name->c_str()) == 1;
-      }
-      return constant(python::FromBool(exists));
-    }
-    if (!exists && args.size() == 3) return args[2];
+    absl::StatusOr<bool> exists = HasAttr(args[0], *attr_name);
+    if (!exists.ok()) return exists.status();
+    if (name == "hasattr") return constant(python::FromBool(*exists));
+    if (!*exists && args.size() == 3) return args[2];
     return GetAttr(args[0], *attr_name);
   }
   if (name == "super") {
@@ -1067,17 +1237,23 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     return CallOp("operator.abs", ir::Node::CALL_FUNCTION, args, {});
   }
   if (name == "type" && args.size() == 1) {
-    if (args[0]->is_tensor()) return Wrap(TorchAttr("Tensor"), nullptr);
-    absl::StatusOr<Object> o = ToPython(args[0]);
-    Object obj = o.ok() ? *o : args[0]->object;
-    if (obj) {
-      guards_.TypeMatch(args[0]->source, obj);
-      return Wrap(Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj.get()))), nullptr);
+    Object cls = ClassOf(args[0]);
+    if (cls) {
+      if (args[0]->object && args[0]->source && !args[0]->is_tensor()) {
+        guards_.TypeMatch(args[0]->source, args[0]->object);
+      }
+      return Wrap(cls, nullptr);
     }
   }
   if (name == "callable" && args.size() == 1) {
-    if (args[0]->is_tensor() || args[0]->is_constant()) return constant(python::FromBool(false));
-    if (args[0]->object) return constant(python::FromBool(PyCallable_Check(args[0]->object.get())));
+    Object cls = ClassOf(args[0]);
+    if (cls) {
+      if (args[0]->object && args[0]->source && !args[0]->is_tensor()) {
+        guards_.TypeMatch(args[0]->source, args[0]->object);
+      }
+      // callable(x) is whether type(x) has a call slot.
+      return constant(python::FromBool(reinterpret_cast<PyTypeObject*>(cls.get())->tp_call != nullptr));
+    }
   }
   if ((name == "int" || name == "float" || name == "bool" || name == "str") && args.size() == 1 &&
       args[0]->is_tensor()) {
@@ -1146,7 +1322,35 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
     if (name == "numel" || name == "nelement") return constant(python::FromLong(m.numel()));
     if (name == "is_floating_point") return constant(python::FromBool(ops::IsFloating(m.dtype)));
     if (name == "is_complex") return constant(python::FromBool(ops::IsComplex(m.dtype)));
-    if (name == "is_contiguous" && m.has_strides()) return constant(python::FromBool(ops::IsContiguous(m)));
+    if (name == "is_contiguous" && m.has_strides()) {
+      VarPtr format = args.empty() ? nullptr : args[0];
+      for (const auto& [k, v] : kwargs) {
+        if (k == "memory_format") format = v;
+      }
+      if (!format || (format->object && format->object.get() == TorchAttr("contiguous_format").get())) {
+        return constant(python::FromBool(ops::IsContiguous(m)));
+      }
+      // Channels-last contiguity: strides grow over C, then W, H(, D), N,
+      // dimensions of size 1 being free (torch's definition); only for the
+      // rank each format is defined for.
+      const bool cl2 = format->object && format->object.get() == TorchAttr("channels_last").get();
+      const bool cl3 = format->object && format->object.get() == TorchAttr("channels_last_3d").get();
+      if (!cl2 && !cl3) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("is_contiguous(memory_format=", Describe(*format), ")"),
+                     "only contiguous_format, channels_last and channels_last_3d are traced");
+      }
+      std::vector<size_t> order = cl2 ? std::vector<size_t>{1, 3, 2, 0} : std::vector<size_t>{1, 4, 3, 2, 0};
+      if (m.dim() != static_cast<int64_t>(order.size())) return constant(python::FromBool(false));
+      int64_t expected = 1;
+      bool contiguous = true;
+      for (size_t d : order) {
+        if (m.sizes[d] == 1) continue;
+        if (m.strides[d] != expected) contiguous = false;
+        expected *= m.sizes[d];
+      }
+      if (m.numel() == 0) contiguous = true;
+      return constant(python::FromBool(contiguous));
+    }
     if (name == "get_device") return constant(python::FromLong(m.device.type == "cpu" ? -1 : m.device.index));
     if (name == "item" || name == "tolist" || name == "numpy" || name == "__bool__") {
       return Break(name == "numpy" ? ir::GraphBreak::EXTERNAL_LIBRARY : ir::GraphBreak::DATA_DEPENDENT_BRANCH,
@@ -1252,15 +1456,12 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       }
     }
     if (self->kind == VarKind::kDict) {
-      if (name == "items" || name == "keys" || name == "values") {
-        guards_.LengthMatch(self->source, static_cast<int64_t>(self->keys.size()));
-        std::vector<VarPtr> out;
-        for (size_t i = 0; i < self->keys.size(); ++i) {
-          out.push_back(name == "keys" ? self->keys[i]
-                        : name == "values" ? self->items[i]
-                                           : Var::Tuple({self->keys[i], self->items[i]}));
-        }
-        return Var::List(std::move(out));
+      if ((name == "items" || name == "keys" || name == "values") && args.empty()) {
+        // A view: live in Python, so it is read when it is used, not now.
+        VarPtr view = Var::OfKind(VarKind::kDictView, Object());
+        view->self = self;
+        view->name = name;
+        return view;
       }
       if (name == "get" && !args.empty()) {
         for (size_t i = 0; i < self->keys.size(); ++i) {
@@ -1332,6 +1533,45 @@ absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string
   return Var::Method(t, name);
 }
 
+absl::StatusOr<SourcePtr> Translator::SuperAttrSource(const VarPtr& sup, const std::string& name,
+                                                      const Object& value) {
+  const VarPtr& self = sup->self;
+  if (!self->source || !self->object) {
+    return SourcePtr();  // self made during the trace: nothing to guard
+  }
+  // super(cls, self).name looks in type(self).__mro__ after cls.
+  Object start = Attr(sup->object.get(), "__thisclass__");
+  PyObject* mro = Py_TYPE(self->object.get())->tp_mro;
+  if (!start || mro == nullptr) return Break(ir::GraphBreak::OTHER, "super() of an unusual class", "");
+  Py_ssize_t i = 0, n = PyTuple_GET_SIZE(mro);
+  while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
+  for (++i; i < n; ++i) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    PyObject* raw = dict ? PyDict_GetItemString(dict, name.c_str()) : nullptr;  // borrowed
+    if (raw == nullptr) continue;
+    SourcePtr entry = Source::Item(
+        Source::Attr(Source::Item(Source::Attr(Source::Attr(self->source, "__class__"), "__mro__"), i), "__dict__"),
+        name);
+    // A plain class attribute is the value itself; a function is bound to
+    // self by the method path (the entry is its path).
+    if (raw == value.get() || PyFunction_Check(raw)) {
+      if (PyFunction_Check(raw)) guards_.IdMatch(entry, Object::Borrow(raw));
+      return entry;
+    }
+    // A descriptor (a function, a property): the very one is guarded; its
+    // result is only known for functions and class/static methods.
+    if (!PyFunction_Check(raw) && !PyObject_TypeCheck(raw, &PyClassMethod_Type) &&
+        !PyObject_TypeCheck(raw, &PyStaticMethod_Type)) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("super().", name, " runs a descriptor"),
+                   "its result is not known while tracing");
+    }
+    guards_.IdMatch(entry, Object::Borrow(raw));
+    return SourcePtr();
+  }
+  return Break(ir::GraphBreak::OTHER, absl::StrCat("super().", name, " is not found in a base class's dict"),
+               "attributes reached through super() are traced when a base class defines them");
+}
+
 absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string& name) {
   if (obj->object && !attr_overlay_.empty()) {
     if (auto it = attr_overlay_.find(std::make_pair(obj->object.get(), name)); it != attr_overlay_.end()) {
@@ -1359,6 +1599,24 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         return Var::Method(obj, name);  // CallMethod knows which set methods mutate
       }
       [[fallthrough]];
+    case VarKind::kFunction:
+      if (obj->kind == VarKind::kFunction && obj->object && PyCode_Check(obj->object.get())) {
+        // Made during the trace: defaults are trackers; the rest is fixed
+        // by its code and globals.
+        if (name == "__defaults__" || name == "__kwdefaults__") {
+          VarPtr d = name == "__defaults__" ? obj->defaults : obj->kwdefaults;
+          return d ? d : Var::Constant(python::None());
+        }
+        if (name == "__closure__" || name == "__dict__" || name == "__self__") break;
+        Object stand_in = FunctionStandIn(obj);
+        Object value = stand_in ? Object::Steal(PyObject_GetAttrString(stand_in.get(), name.c_str())) : Object();
+        if (!value) {
+          PyErr_Clear();
+          break;
+        }
+        return Wrap(value, nullptr);
+      }
+      [[fallthrough]];
     default: {
       if (!obj->object) break;
       Object value = Object::Steal(PyObject_GetAttrString(obj->object.get(), name.c_str()));
@@ -1368,16 +1626,26 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
                      absl::StrCat("reading .", name, " of ", Describe(*obj), " raises ", error.message()),
                      "the attribute does not exist on this object");
       }
+      SourcePtr super_source;
+      if (obj->self) {
+        // super().name: found in a base class's __dict__, which is a path
+        // from self (its class is guarded): that entry is guarded.
+        absl::StatusOr<SourcePtr> s = SuperAttrSource(obj, name, value);
+        if (!s.ok()) return s.status();
+        super_source = *s;
+      }
       // Methods bound to the object we hold a tracker for stay bound to
       // that tracker (self.helper(x), super().forward(x)).
       PyObject* owner = obj->self ? obj->self->object.get() : obj->object.get();
       if (PyMethod_Check(value.get()) && PyMethod_Self(value.get()) == owner &&
           PyFunction_Check(PyMethod_Function(value.get()))) {
-        VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(PyMethod_Function(value.get())));
+        SourcePtr fn_source = obj->source && !obj->self
+                                  ? Source::Attr(Source::Attr(obj->source, name), "__func__") : super_source;
+        VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(PyMethod_Function(value.get())), fn_source);
         fn->self = obj->self ? obj->self : obj;
         return fn;
       }
-      SourcePtr source = obj->source && !obj->self ? Source::Attr(obj->source, name) : nullptr;
+      SourcePtr source = obj->source && !obj->self ? Source::Attr(obj->source, name) : super_source;
       const bool was = module_attribute_;
       module_attribute_ = obj->kind == VarKind::kNNModule;
       absl::StatusOr<VarPtr> wrapped = Wrap(value, source);
@@ -1420,9 +1688,10 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
                                 ? names[argcount + kwonly + ((co->co_flags & CO_VARARGS) ? 1 : 0)]
                                 : "";
 
+  // The traced function's defaults are not wrapped here: every parameter
+  // the call leaves to its default is bound below, read from its local
+  // (L['n']) like an argument, so a tensor default has a path.
   VarPtr function = Var::OfKind(VarKind::kFunction, request.function);
-  if (PyObject* d = PyFunction_GetDefaults(fn)) function->defaults = *Wrap(Object::Borrow(d), nullptr);
-  if (PyObject* kd = PyFunction_GetKwDefaults(fn)) function->kwdefaults = *Wrap(Object::Borrow(kd), nullptr);
   if (PyObject* closure = PyFunction_GetClosure(fn)) {
     size_t nfree = static_cast<size_t>(PyTuple_GET_SIZE(closure));
     for (size_t i = 0; i < nfree; ++i) {
@@ -1450,6 +1719,9 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
         (in.kind == TraceInput::Kind::kObject && IsInstanceOf(in.object.get(), "Tensor"))) {
       ops::TensorMeta meta = in.tensor;
       if (in.kind == TraceInput::Kind::kObject) {
+        // f(a, a): the second parameter is the same node; OBJECT_ALIASING
+        // (GuardAliasing) tells f(a, a) from f(a, b).
+        if (attribute_nodes_.contains(in.object.get())) return WrapTensor(in.object, source);
         absl::StatusOr<ops::TensorMeta> m = MetaOf(in.object.get());
         if (!m.ok()) return m.status();
         meta = *m;
@@ -1462,7 +1734,15 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
       spec.set_name(label);
       *spec.mutable_tensor() = ops::ToProto(meta);
       specs.push_back(std::move(spec));
-      return Var::Tensor(node, meta, source);
+      VarPtr t = Var::Tensor(node, meta, source);
+      if (in.kind == TraceInput::Kind::kObject) {
+        attribute_nodes_[in.object.get()] = node;
+        NoteTensorSource(source, in.object.get());
+        if (reinterpret_cast<PyObject*>(Py_TYPE(in.object.get())) != TorchAttr("Tensor").get()) {
+          t->tensor_type = Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(in.object.get())));
+        }
+      }
+      return t;
     }
     if (in.kind == TraceInput::Kind::kObject) {
       absl::StatusOr<VarPtr> v = Wrap(in.object, source);
@@ -1572,6 +1852,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (!bound.ok()) return done(bound);
 
   absl::StatusOr<VarPtr> result = RunFrame(frame);
+  GuardAliasing();
   if (!result.ok()) {
     if (stop_) return Stopped(*std::move(stop_));
     return done(result.status());

@@ -2,14 +2,17 @@
 
 #include <Python.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/trace/variables.h"
 
 namespace dynamo::trace {
 
-ir::Guard* GuardSet::Add(ir::Guard::Kind kind, const std::string& source) {
-  if (!seen_.insert(absl::StrCat(static_cast<int>(kind), "|", source)).second) return nullptr;
+ir::Guard* GuardSet::Add(ir::Guard::Kind kind, const std::string& source, const std::string& key) {
+  if (!seen_.insert(absl::StrCat(static_cast<int>(kind), "|", key.empty() ? source : key)).second) return nullptr;
   guards_.emplace_back();
   ir::Guard* g = &guards_.back();
   g->set_kind(kind);
@@ -87,6 +90,40 @@ void GuardSet::LengthMatch(const SourcePtr& source, int64_t length) {
   if (ir::Guard* g = Add(ir::Guard::LENGTH_MATCH, source->ToString())) {
     g->mutable_value()->set_int_value(length);
     g->set_reason("container iterated or measured");
+  }
+}
+
+void GuardSet::HasAttr(const SourcePtr& object, const std::string& name, bool present) {
+  if (!object) return;
+  if (ir::Guard* g = Add(ir::Guard::HASATTR, Source::Attr(object, name)->ToString())) {
+    g->mutable_value()->set_bool_value(present);
+    g->set_reason(present ? "attribute read as present" : "attribute read as absent");
+  }
+}
+
+void GuardSet::Aliasing(const std::vector<SourcePtr>& sources, const std::vector<const void*>& identities) {
+  if (sources.size() < 2) return;
+  std::vector<std::string> paths;
+  std::vector<int> groups;
+  std::vector<const void*> seen;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (!sources[i]) continue;
+    std::string path = sources[i]->ToString();
+    if (std::find(paths.begin(), paths.end(), path) != paths.end()) continue;
+    auto it = std::find(seen.begin(), seen.end(), identities[i]);
+    groups.push_back(static_cast<int>(it - seen.begin()));
+    if (it == seen.end()) seen.push_back(identities[i]);
+    paths.push_back(std::move(path));
+  }
+  if (paths.size() < 2) return;
+  if (ir::Guard* g = Add(ir::Guard::OBJECT_ALIASING, paths[0],
+                         absl::StrCat(absl::StrJoin(paths, ","), "|", absl::StrJoin(groups, ",")))) {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      g->add_sources(paths[i]);
+      g->add_groups(groups[i]);
+    }
+    g->set_reason(seen.size() == paths.size() ? "values read as distinct objects"
+                                              : "values read as the same object");
   }
 }
 

@@ -36,13 +36,20 @@ class GuardSet {
   void TypeMatch(const SourcePtr& source, const python::Object& value);
   // len(value) == length (containers that were iterated or measured).
   void LengthMatch(const SourcePtr& source, int64_t length);
+  // hasattr(value at `object`, name) == present: an attribute's absence is a
+  // fact the trace read as much as its value (getattr with a default).
+  void HasAttr(const SourcePtr& object, const std::string& name, bool present);
+  // Which of these values are the same object: `identities` parallel to
+  // `sources` (equal identities: the same object). One guard, over every
+  // pair, so that f(a, a) and f(a, b) never share a trace.
+  void Aliasing(const std::vector<SourcePtr>& sources, const std::vector<const void*>& identities);
   // Interpreter-wide state the trace read: "grad_mode" -> enabled.
   void GlobalState(const std::string& name, bool value);
 
   const std::vector<ir::Guard>& guards() const { return guards_; }
 
  private:
-  ir::Guard* Add(ir::Guard::Kind kind, const std::string& source);
+  ir::Guard* Add(ir::Guard::Kind kind, const std::string& source, const std::string& key = "");
   std::vector<ir::Guard> guards_;
   absl::flat_hash_set<std::string> seen_;
 };

@@ -342,6 +342,9 @@ absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
     case VarKind::kDict:
       guards_.LengthMatch(v->source, static_cast<int64_t>(v->items.size()));
       return !v->items.empty();
+    case VarKind::kDictView:
+      guards_.LengthMatch(v->self->source, static_cast<int64_t>(v->self->items.size()));
+      return !v->self->items.empty();
     case VarKind::kRange:
       return (v->step > 0 && v->start < v->stop) || (v->step < 0 && v->start > v->stop);
     case VarKind::kNNModule: {
@@ -658,6 +661,9 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
         same = a->kind == b->kind && a->node == b->node;
       } else if (a->object && b->object) {
         same = a->object.get() == b->object.get();
+        // Identity between two values read from the frame is a fact of the
+        // inputs (None and the like are pinned by their own guards).
+        if (a->source && b->source) guards_.Aliasing({a->source, b->source}, {a->object.get(), b->object.get()});
       } else {
         same = a == b;
       }
@@ -667,20 +673,7 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     case op::kContainsOp: {
       POP_OR_RETURN(container);
       POP_OR_RETURN(item);
-      ASSIGN_OR_RETURN(items, container->kind == VarKind::kDict ? absl::StatusOr<std::vector<VarPtr>>(container->keys)
-                                                                : Materialize(container));
-      bool found = false;
-      for (const VarPtr& candidate : items) {
-        ASSIGN_OR_RETURN(eq, Compare("==", item, candidate));
-        if (eq->kind != VarKind::kConstant) {
-          return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH, "'in' over tensors",
-                       "membership of tensors depends on their values");
-        }
-        if (eq->object.get() == Py_True) {
-          found = true;
-          break;
-        }
-      }
+      ASSIGN_OR_RETURN(found, Contains(container, item));
       push(Var::Constant(python::FromBool(found != (in.arg == 1))));
       return absl::OkStatus();
     }
@@ -1179,7 +1172,21 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
     }
     return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {a, b}, {});
   }
+  // Sequences of Python values: Python's own operator decides (list + tuple
+  // raises, torch.Size + tuple is a Size). A list's += stays in place.
+  const bool list_inplace = a->kind == VarKind::kList && (name == "iadd" || name == "imul");
+  if (!list_inplace && (a->is_sequence() || b->is_sequence()) && ToPython(a).ok() && ToPython(b).ok()) {
+    absl::StatusOr<python::Object> operator_module = python::Import("operator");
+    if (!operator_module.ok()) return operator_module.status();
+    absl::StatusOr<python::Object> fn = python::GetAttr(*operator_module, name);
+    if (!fn.ok()) return fn.status();
+    return CallReal(Var::Constant(*fn), {Var::Constant(*ToPython(a)), Var::Constant(*ToPython(b))}, {});
+  }
   if (a->is_sequence() && b->is_sequence() && (name == "add" || name == "iadd")) {
+    if (a->kind != b->kind && !(name == "iadd" && a->kind == VarKind::kList)) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("'", name, "' between ", Describe(*a), " and ", Describe(*b)),
+                   "the operation would raise TypeError");
+    }
     std::vector<VarPtr> items = a->items;
     items.insert(items.end(), b->items.begin(), b->items.end());
     if (name == "iadd" && a->kind == VarKind::kList && !a->source) {
@@ -1187,7 +1194,7 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
       return a;
     }
     VarPtr out = a->kind == VarKind::kList ? Var::List(std::move(items)) : Var::Tuple(std::move(items));
-    out->is_size = a->is_size;
+    out->is_size = a->is_size || b->is_size;
     return out;
   }
   if (a->is_sequence() && b->is_constant() && (name == "mul" || name == "imul")) {
@@ -1319,6 +1326,17 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
     case VarKind::kDict:
       guards_.LengthMatch(v->source, static_cast<int64_t>(v->items.size()));
       return v->keys;
+    case VarKind::kDictView: {  // the dict as it is now
+      const VarPtr& d = v->self;
+      guards_.LengthMatch(d->source, static_cast<int64_t>(d->items.size()));
+      std::vector<VarPtr> out;
+      for (size_t i = 0; i < d->keys.size(); ++i) {
+        out.push_back(v->name == "keys"     ? d->keys[i]
+                      : v->name == "values" ? d->items[i]
+                                            : Var::Tuple({d->keys[i], d->items[i]}));
+      }
+      return out;
+    }
     case VarKind::kIterator: {
       std::vector<VarPtr> rest(v->items.begin() + static_cast<long>(v->position), v->items.end());
       v->position = v->items.size();
@@ -1391,6 +1409,93 @@ absl::StatusOr<VarPtr> Translator::GetIter(const VarPtr& v) {
   absl::StatusOr<std::vector<VarPtr>> items = Materialize(v);
   if (!items.ok()) return items.status();
   return Var::Iterator(*std::move(items));
+}
+
+absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr& item) {
+  // Python values on both sides: Python's own `in` (substrings, set
+  // membership, a tuple's identity-or-equality), run on the real objects.
+  if (container->kind == VarKind::kConstant || container->kind == VarKind::kRange) {
+    absl::StatusOr<python::Object> c = container->kind == VarKind::kRange
+        ? python::Call(python::Object::Borrow(reinterpret_cast<PyObject*>(&PyRange_Type)),
+                       {python::FromLong(container->start), python::FromLong(container->stop),
+                        python::FromLong(container->step)})
+        : absl::StatusOr<python::Object>(container->object);
+    absl::StatusOr<python::Object> i = c.ok() ? ToPython(item) : c.status();
+    if (!i.ok()) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' of ", Describe(*item), " in ", Describe(*container)),
+                   "membership is traced for Python values and containers of trackers");
+    }
+    int r = PySequence_Contains(c->get(), i->get());
+    if (r < 0) {
+      absl::Status error = python::FetchError("");
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' raises ", error.message()),
+                   "the function would raise here");
+    }
+    return r == 1;
+  }
+  std::vector<VarPtr> candidates;
+  switch (container->kind) {
+    case VarKind::kDict: {
+      // A key must be hashable: `[] in d` raises TypeError.
+      absl::StatusOr<python::Object> value = ToPython(item);
+      python::Object key = value.ok() ? *value : (item->is_tensor() ? python::Object() : item->object);
+      const bool unhashable = item->kind == VarKind::kList || item->kind == VarKind::kDict ||
+                              item->kind == VarKind::kDictView || (key && PyObject_Hash(key.get()) == -1);
+      PyErr_Clear();
+      if (unhashable) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' of ", Describe(*item), " in a dict"),
+                     "the key is unhashable: the function would raise TypeError");
+      }
+      guards_.LengthMatch(container->source, static_cast<int64_t>(container->keys.size()));
+      candidates = container->keys;
+      break;
+    }
+    case VarKind::kTuple:
+    case VarKind::kList:
+    case VarKind::kIterator:
+    case VarKind::kDictView: {
+      if (container->kind == VarKind::kDictView && container->name == "keys") return Contains(container->self, item);
+      absl::StatusOr<std::vector<VarPtr>> items = Materialize(container);
+      if (!items.ok()) return items.status();
+      candidates = *std::move(items);
+      break;
+    }
+    case VarKind::kNNModule: {
+      // nn containers without a __contains__ of their own are searched by
+      // iteration, as Python does; any other __contains__ is not traced.
+      PyObject* own = _PyType_Lookup(Py_TYPE(container->object.get()), python::FromString("__contains__").get());
+      if (own != nullptr) {
+        return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                     absl::StrCat("'in' runs ", python::TypeName(container->object), ".__contains__"),
+                     "membership in modules is traced by iteration only");
+      }
+      absl::StatusOr<std::vector<VarPtr>> items = Materialize(container);
+      if (!items.ok()) return items.status();
+      candidates = *std::move(items);
+      break;
+    }
+    default:
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' over ", Describe(*container)),
+                   "membership is traced for Python values and containers of trackers");
+  }
+  // x in seq: any(x is e or x == e for e in seq).
+  for (const VarPtr& candidate : candidates) {
+    if (candidate == item || (candidate->is_tensor() && item->is_tensor() && candidate->node == item->node) ||
+        (!candidate->is_tensor() && !item->is_tensor() && candidate->object && item->object &&
+         candidate->object.get() == item->object.get())) {
+      return true;
+    }
+    absl::StatusOr<VarPtr> eq = Compare("==", item, candidate);
+    if (!eq.ok()) return eq.status();
+    if ((*eq)->kind != VarKind::kConstant) {
+      return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH, "'in' over tensors",
+                   "membership of tensors depends on their values");
+    }
+    absl::StatusOr<bool> truth = Truthy(*eq);
+    if (!truth.ok()) return truth.status();
+    if (*truth) return true;
+  }
+  return false;
 }
 
 absl::Status Translator::AddToSet(const python::Object& set, const VarPtr& item) {

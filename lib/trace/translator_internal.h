@@ -83,8 +83,26 @@ class Translator {
                                   const Kwargs& kwargs);
   absl::StatusOr<VarPtr> GetAttr(const VarPtr& obj, const std::string& name);
   absl::StatusOr<VarPtr> TensorAttr(const VarPtr& tensor, const std::string& name);
+  // The path of super().name's entry in a base class's __dict__ (guarded by
+  // identity when it is a function); null when it needs no path.
+  absl::StatusOr<SourcePtr> SuperAttrSource(const VarPtr& sup, const std::string& name,
+                                            const python::Object& value);
+  // The Python class of the value a tracker stands for (empty: not known).
+  python::Object ClassOf(const VarPtr& v);
+  // isinstance(t, cls) for a traced tensor, as torch answers it.
+  absl::StatusOr<bool> TensorIsInstance(const VarPtr& t, const python::Object& cls);
+  // hasattr(v, name), with the answer guarded when v has a source.
+  absl::StatusOr<bool> HasAttr(const VarPtr& v, const std::string& name);
+  // A real function standing for one made during the trace (a code object).
+  python::Object FunctionStandIn(const VarPtr& fn);
+  // `item in container` (CONTAINS_OP), with Python's semantics.
+  absl::StatusOr<bool> Contains(const VarPtr& container, const VarPtr& item);
   absl::StatusOr<VarPtr> Wrap(const python::Object& obj, SourcePtr source);
   absl::StatusOr<VarPtr> WrapTensor(const python::Object& tensor, SourcePtr source);
+  // Every real tensor reached from a source that is (or aliases) a graph
+  // input: GuardAliasing() guards which of those paths are the same object.
+  void NoteTensorSource(const SourcePtr& source, PyObject* tensor);
+  void GuardAliasing();
   // The source of the index-th child of an nn.Module container: [i], or .name
   // when nn names the child otherwise (so get_attr targets are module paths).
   SourcePtr ChildSource(const VarPtr& container, int64_t index);
@@ -133,6 +151,8 @@ class Translator {
   std::optional<StopState> stop_;
   std::vector<SideEffect> side_effects_;
   std::vector<SourcePtr> placeholder_sources_;
+  std::vector<SourcePtr> alias_sources_;  // see NoteTensorSource
+  std::vector<const void*> alias_ids_;
   // Lists and dicts read from a source are one tracker per real object, so a
   // mutation is seen through every path that reaches it.
   absl::flat_hash_map<PyObject*, VarPtr> containers_;

@@ -90,6 +90,7 @@ std::string Describe(const Var& var) {
     case VarKind::kGradMode: return var.grad_enabled ? "torch.enable_grad()" : "torch.no_grad()";
     case VarKind::kCell: return "cell";
     case VarKind::kClass: return absl::StrCat("class ", python::Repr(var.object));
+    case VarKind::kDictView: return absl::StrCat("dict_", var.name, " view");
     case VarKind::kOpaque: return absl::StrCat("object of type ", python::TypeName(var.object));
   }
   return "?";

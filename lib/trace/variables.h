@@ -42,6 +42,7 @@ enum class VarKind {
   kGradMode,      // torch.no_grad() / torch.enable_grad() as a context manager
   kCell,          // a closure cell (its contents is `value`)
   kClass,         // a Python class (for isinstance and attribute reads)
+  kDictView,      // d.keys() / d.values() / d.items(): a live view of the kDict `self`
   kOpaque,        // any other Python object: attributes readable, nothing callable
 };
 
@@ -56,6 +57,9 @@ struct Var {
   // kTensor
   std::string node;       // the graph node (or placeholder) producing it
   ops::TensorMeta meta;
+  // kTensor read from a real tensor: its class (nn.Parameter, a subclass);
+  // empty: torch.Tensor, what every op the registry knows returns.
+  python::Object tensor_type;
 
   // kTuple, kList, kIterator, kDict values, kSlice (3 items)
   std::vector<VarPtr> items;
@@ -67,9 +71,11 @@ struct Var {
   // kRange
   int64_t start = 0, stop = 0, step = 1;
 
-  // kOp: registry name; kBuiltin: builtin name; kMethod: method name
+  // kOp: registry name; kBuiltin: builtin name; kMethod: method name;
+  // kDictView: "keys", "values" or "items"
   std::string name;
-  // kMethod: the receiver; kFunction: the bound self (methods of modules)
+  // kMethod: the receiver; kFunction: the bound self (methods of modules);
+  // kDictView: the dict
   VarPtr self;
   // kFunction made during the trace (object is then its code object): the
   // globals it was made with

@@ -128,6 +128,28 @@ def check_guards(capture, fn, args=(), kwargs=None):
             if reader() != guard.value.bool_value:
                 return guard, f"{guard.source}: expected {guard.value.bool_value}, got {reader()}"
             continue
+        if guard.kind == ir.Guard.OBJECT_ALIASING:
+            try:
+                values = [resolve_source(s, frame_locals, frame_globals) for s in guard.sources]
+            except (LookupError, AttributeError) as e:
+                return guard, f"{guard.source}: cannot be read ({e!r})"
+            for i in range(len(values)):
+                for j in range(i + 1, len(values)):
+                    same = values[i] is values[j]
+                    if same != (guard.groups[i] == guard.groups[j]):
+                        return guard, (f"{guard.sources[i]} is {guard.sources[j]}: "
+                                       f"expected {not same}, got {same}")
+            continue
+        if guard.kind == ir.Guard.HASATTR:
+            owner, _, name = guard.source.rpartition(".")
+            try:
+                present = hasattr(resolve_source(owner, frame_locals, frame_globals), name)
+            except (LookupError, AttributeError) as e:
+                return guard, f"{owner}: cannot be read ({e!r})"
+            if present != guard.value.bool_value:
+                want = "present" if guard.value.bool_value else "absent"
+                return guard, f"{guard.source}: expected the attribute to be {want}"
+            continue
         try:
             value = resolve_source(guard.source, frame_locals, frame_globals)
         except (LookupError, AttributeError) as e:
