@@ -2,7 +2,7 @@
 // transformer block (linear, conv2d, pooling, batch_norm, layer_norm,
 // embedding, dropout, activations) and triu/tril for causal masks.
 // Convolution and pooling sizes follow ATen's conv_output_size and
-// pooling_output_shape; dtype rules follow the CPU kernels of torch 1.13.
+// pooling_output_shape; dtype rules follow the CPU kernels of torch 2.14.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -66,14 +66,13 @@ absl::StatusOr<Value> Linear(const Args& args) {
                                                      " does not broadcast to the output ",
                                                      Dims(sizes)));
     }
-    if (!empty && (b.dtype != x.dtype)) {
+    if (b.dtype != x.dtype) {
       return absl::InvalidArgumentError("self and mat2 must have the same dtype");
     }
   }
+  if (x.dtype != w.dtype) return absl::InvalidArgumentError("mat1 and mat2 must have the same dtype");
   if (!empty) {
-    if (x.dtype != w.dtype)
-      return absl::InvalidArgumentError("mat1 and mat2 must have the same dtype");
-    if (absl::Status s = CheckKernel("addmm_impl", x.dtype, x.device, kBoolSet | kHalf); !s.ok())
+    if (absl::Status s = CheckKernel("addmm_impl", x.dtype, x.device, kBoolSet); !s.ok())
       return s;
   }
   return Value(NewTensor(x.dtype, std::move(sizes), x.device, grad));
@@ -174,7 +173,7 @@ absl::StatusOr<Value> Conv2d(const Args& args) {
     }
     out.push_back(same ? in[i + 2] : (padded - k) / (*stride)[i] + 1);
   }
-  if (absl::Status s = CheckKernel("slow_conv2d", x.dtype, x.device, kBoolSet | kHalf); !s.ok())
+  if (absl::Status s = CheckKernel("slow_conv2d", x.dtype, x.device, kBoolSet); !s.ok())
     return s;
   if (!batched) out.erase(out.begin());
   return Value(LikeInput(x, x.dtype, std::move(out), grad));
@@ -251,8 +250,8 @@ absl::StatusOr<Value> Pool2d(const Args& args, PoolKind kind) {
     return absl::InvalidArgumentError("divisor must be not zero");
   }
   const DTypeSet unsupported = kind == PoolKind::kMax
-                                   ? (kBoolSet | kIntegralSet | kHalf)
-                                   : (kBoolSet | kHalf | Bit(DType::kInt32) | Bit(DType::kInt16) |
+                                   ? kBoolSet
+                                   : (kBoolSet | Bit(DType::kInt32) | Bit(DType::kInt16) |
                                       Bit(DType::kInt8) | Bit(DType::kUInt8));
   if (absl::Status s = CheckKernel(name, x.dtype, x.device, unsupported); !s.ok()) return s;
   TensorMeta result = LikeInput(x, x.dtype, out, x.requires_grad);
@@ -313,7 +312,7 @@ absl::StatusOr<Value> AdaptiveAvgPool2d(const Args& args) {
                        DTypeName(x.dtype)));
     }
   } else if (absl::Status s = CheckKernel("adaptive_avg_pool2d", x.dtype, x.device,
-                                          kBoolSet | kIntegralSet | kHalf);
+                                          kBoolSet | kIntegralSet);
              !s.ok()) {
     return s;
   }
@@ -359,7 +358,7 @@ absl::StatusOr<Value> BatchNorm(const Args& args) {
     param_dtype = p.dtype;
   }
   if (absl::Status s =
-          CheckKernel("batch_norm", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf);
+          CheckKernel("batch_norm", x.dtype, x.device, kBoolSet | kIntegralSet);
       !s.ok()) {
     return s;
   }
@@ -400,7 +399,7 @@ absl::StatusOr<Value> LayerNorm(const Args& args) {
     grad = grad || p.requires_grad;
   }
   if (absl::Status s =
-          CheckKernel("LayerNormKernelImpl", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf);
+          CheckKernel("LayerNormKernelImpl", x.dtype, x.device, kBoolSet | kIntegralSet);
       !s.ok()) {
     return s;
   }
@@ -453,7 +452,7 @@ absl::StatusOr<Value> Dropout(const Args& args, absl::string_view train_param) {
     return Value(std::move(out));
   }
   // The noise is drawn with bernoulli_ and scaled by 1/(1-p) in place.
-  if (absl::Status s = CheckKernel("bernoulli_scalar_cpu_", x.dtype, x.device, kHalf); !s.ok())
+  if (absl::Status s = CheckKernel("bernoulli_scalar_cpu_", x.dtype, x.device, kNoDTypes); !s.ok())
     return s;
   if (!IsFloating(x.dtype) && !IsComplex(x.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -590,7 +589,7 @@ void RegisterNnOps(Registry& r) {
   r.Add("torch.dropout", {"Tensor input, float p, bool train"}, kRandom,
         [](const Args& a) { return Dropout(a, "train"); });
 
-  const Activation relu{"relu", kBoolSet | kHalf};
+  const Activation relu{"relu", kBoolSet};
   r.Add(f + "relu", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(relu));
   r.Add("torch.relu_", {"Tensor input"}, kPointwise | kInplace,
         [relu](const Args& a) -> absl::StatusOr<Value> {
@@ -599,20 +598,26 @@ void RegisterNnOps(Registry& r) {
           if (absl::Status s = CheckNoInternalOverlap(a.Tensor("input")); !s.ok()) return s;
           return a.Get("input");
         });
-  const Activation hardtanh{"hardtanh", kBoolSet | kHalf};
+  const Activation hardtanh{"hardtanh", kBoolSet};
   r.Add(f + "hardtanh", {"Tensor input, float min_val=-1.0, float max_val=1.0, bool inplace=False"},
-        kPointwise, ActivationFn(hardtanh));
+        kPointwise, [hardtanh](const Args& a) -> absl::StatusOr<Value> {
+          // F.hardtanh checks its bounds in Python before any kernel.
+          if (a.Number("min_val") > a.Number("max_val")) {
+            return absl::InvalidArgumentError("min_val cannot be greater than max_val");
+          }
+          return ActivationFn(hardtanh)(a);
+        });
   r.Add(f + "relu6", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(hardtanh));
   r.Add(f + "gelu", {"Tensor input, *, str approximate=\"none\""}, kPointwise,
-        ActivationFn({"GeluKernelImpl", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"GeluKernelImpl", kBoolSet | kIntegralSet}));
   r.Add(f + "silu", {"Tensor input, bool inplace=False"}, kPointwise,
-        ActivationFn({"silu", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"silu", kBoolSet | kIntegralSet}));
   r.Add(f + "leaky_relu", {"Tensor input, float negative_slope=0.01, bool inplace=False"},
-        kPointwise, ActivationFn({"leaky_relu", kBoolSet | kIntegralSet | kHalf}));
+        kPointwise, ActivationFn({"leaky_relu", kBoolSet | kIntegralSet}));
   r.Add(f + "hardswish", {"Tensor input, bool inplace=False"}, kPointwise,
-        ActivationFn({"hardswish", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"hardswish", kBoolSet | kIntegralSet}));
   r.Add(f + "hardsigmoid", {"Tensor input, bool inplace=False"}, kPointwise,
-        ActivationFn({"hardsigmoid", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"hardsigmoid", kBoolSet | kIntegralSet}));
   r.Add(f + "pad", {"Tensor input, int[] pad, str mode=\"constant\", float? value=None"}, 0, Pad);
   r.Alias(f + "sigmoid", "torch.sigmoid");
   r.Alias(f + "tanh", "torch.tanh");
