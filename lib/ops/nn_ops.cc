@@ -434,6 +434,96 @@ absl::StatusOr<Value> Embedding(const Args& args) {
   return Value(NewTensor(w.dtype, std::move(sizes), w.device, w.requires_grad));
 }
 
+// ------------------------------------------------ scaled_dot_product_attention
+// F.scaled_dot_product_attention(query (..., L, E), key (..., S, E), value
+// (..., S, Ev)) -> (..., L, Ev): the batch dims of the three broadcast (with
+// enable_gqa, key/value heads, dim -3, divide the query's); attn_mask (bool,
+// float32 or the query's dtype) broadcasts to the scores (..., L, S) without
+// growing them. The layout depends on the backend torch picks (the CPU flash
+// kernel returns a permuted one), so strides are not claimed.
+absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
+  const TensorMeta& q = args.Tensor("query");
+  const TensorMeta& k = args.Tensor("key");
+  const TensorMeta& v = args.Tensor("value");
+  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: ",
+        q.dim(), " key.dim: ", k.dim(), " and value.dim: ", v.dim(), " instead."));
+  }
+  if (q.dtype != k.dtype || q.dtype != v.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Expected query, key, and value to have the same dtype, but got query.dtype: ",
+        DTypeName(q.dtype), " key.dtype: ", DTypeName(k.dtype), " and value.dtype: ",
+        DTypeName(v.dtype), " instead."));
+  }
+  const bool has_mask = !args.IsNone("attn_mask");
+  if (has_mask && args.Bool("is_causal")) {
+    return absl::InvalidArgumentError(
+        "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
+  }
+  if (args.Number("dropout_p") > 1.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dropout probability has to be between 0 and 1, but got ", args.Number("dropout_p")));
+  }
+  if (!IsFloating(q.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a floating point query, key and value, got ", DTypeName(q.dtype)));
+  }
+  const int64_t L = q.sizes[q.sizes.size() - 2], E = q.sizes.back();
+  const int64_t S = k.sizes[k.sizes.size() - 2], Ev = v.sizes.back();
+  if (k.sizes.back() != E || v.sizes[v.sizes.size() - 2] != S) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "query (..., ", L, ", ", E, "), key (..., ", S, ", ", k.sizes.back(), ") and value (..., ",
+        v.sizes[v.sizes.size() - 2], ", ", Ev, ") do not multiply"));
+  }
+  std::vector<int64_t> qb(q.sizes.begin(), q.sizes.end() - 2);
+  std::vector<int64_t> kb(k.sizes.begin(), k.sizes.end() - 2);
+  std::vector<int64_t> vb(v.sizes.begin(), v.sizes.end() - 2);
+  if (args.Bool("enable_gqa") && !qb.empty() && !kb.empty() && !vb.empty()) {
+    const int64_t hq = qb.back();
+    if (kb.back() == 0 || vb.back() == 0 || hq % kb.back() != 0 || hq % vb.back() != 0) {
+      return absl::InvalidArgumentError(
+          "Number of heads in key and value must divide the number of heads in query");
+    }
+    kb.back() = vb.back() = hq;  // repeated to the query's heads
+  }
+  absl::StatusOr<std::vector<int64_t>> batch = BroadcastShapes(qb, kb);
+  if (batch.ok()) batch = BroadcastShapes(*batch, vb);
+  if (!batch.ok()) return batch.status();
+  bool grad = q.requires_grad || k.requires_grad || v.requires_grad;
+  if (has_mask) {
+    const TensorMeta& m = args.Tensor("attn_mask");
+    if (m.dtype != DType::kBool && m.dtype != DType::kFloat32 && m.dtype != q.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+          "attn_mask.dtype: ",
+          DTypeName(m.dtype), " and  query.dtype: ", DTypeName(q.dtype), " instead."));
+    }
+    if (m.dim() < 2) {
+      return absl::OutOfRangeError(absl::StrCat("IndexError: Dimension out of range (expected to be in range of [-",
+                                     std::max<int64_t>(m.dim(), 1), ", ",
+                                     std::max<int64_t>(m.dim(), 1) - 1, "], but got -2)"));
+    }
+    std::vector<int64_t> scores = *batch;
+    scores.push_back(L);
+    scores.push_back(S);
+    absl::StatusOr<std::vector<int64_t>> b = BroadcastShapes(scores, m.sizes);
+    if (!b.ok()) return b.status();
+    if (*b != scores) {
+      return absl::InvalidArgumentError(absl::StrCat("output with shape ", Dims(scores),
+                                                     " doesn't match the broadcast shape ",
+                                                     Dims(*b)));
+    }
+    grad = grad || m.requires_grad;
+  }
+  std::vector<int64_t> sizes = *std::move(batch);
+  sizes.push_back(L);
+  sizes.push_back(Ev);
+  TensorMeta out = NewTensor(q.dtype, std::move(sizes), q.device, grad);
+  out.strides.clear();
+  return Value(std::move(out));
+}
+
 // ---------------------------------------------------------------- dropout
 absl::StatusOr<Value> Dropout(const Args& args, absl::string_view train_param) {
   const Value& input = args.Get("input");
@@ -588,6 +678,10 @@ void RegisterNnOps(Registry& r) {
         kRandom, [](const Args& a) { return Dropout(a, "training"); });
   r.Add("torch.dropout", {"Tensor input, float p, bool train"}, kRandom,
         [](const Args& a) { return Dropout(a, "train"); });
+  r.Add(f + "scaled_dot_product_attention",
+        {"Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, "
+         "bool is_causal=False, *, float? scale=None, bool enable_gqa=False"},
+        kRandom, ScaledDotProductAttention);
 
   const Activation relu{"relu", kBoolSet};
   r.Add(f + "relu", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(relu));

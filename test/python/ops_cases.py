@@ -817,6 +817,58 @@ def _dropout(name):
         yield (T(2, 3, layout="transposed"), 0.5), {"inplace": True}
 
 
+@gen(NN + "scaled_dot_product_attention")
+def _sdpa(name):
+    # (query, key, value) shapes: heads, plain batches, 2-D, broadcast and
+    # rank-broadcast batches, value width != key width, empty L and S, and
+    # ones that do not multiply or broadcast.
+    qkv = [((2, 4, 5, 8), (2, 4, 6, 8), (2, 4, 6, 3)), ((4, 5, 8), (4, 6, 8), (4, 6, 8)),
+           ((5, 8), (6, 8), (6, 3)), ((2, 3, 4, 5, 8), (2, 3, 4, 6, 8), (2, 3, 4, 6, 3)),
+           ((2, 4, 5, 8), (1, 4, 6, 8), (1, 4, 6, 3)), ((1, 4, 5, 8), (2, 4, 6, 8), (2, 4, 6, 3)),
+           ((2, 4, 5, 8), (4, 6, 8), (4, 6, 3)), ((5, 8), (2, 4, 6, 8), (2, 4, 6, 3)),
+           ((2, 4, 0, 8), (2, 4, 6, 8), (2, 4, 6, 3)), ((2, 4, 5, 8), (2, 4, 0, 8), (2, 4, 0, 3)),
+           ((2, 4, 5, 8), (2, 4, 6, 7), (2, 4, 6, 3)), ((2, 4, 5, 8), (2, 4, 6, 8), (2, 4, 7, 3)),
+           ((2, 4, 5, 8), (3, 4, 6, 8), (3, 4, 6, 3)), ((8,), (8,), (8,))]
+    for q, k, v in qkv:
+        yield (T(*q), T(*k), T(*v)), {}
+    for d in DTYPES:
+        yield (T(2, 5, 8, dtype=d), T(2, 6, 8, dtype=d), T(2, 6, 3, dtype=d)), {}
+    yield (T(2, 5, 8, dtype=torch.float64), T(2, 6, 8), T(2, 6, 3)), {}
+    yield (T(2, 5, 8), T(2, 6, 8, dtype=torch.float64), T(2, 6, 3, dtype=torch.float64)), {}
+    q, k, v = T(2, 4, 5, 8), T(2, 4, 6, 8), T(2, 4, 6, 3)
+    # Masks: bool and float, every broadcastable rank, wrong shapes and dtypes.
+    for m in [T(5, 6, dtype=torch.bool), T(5, 6), T(1, 6), T(4, 5, 6), T(2, 1, 5, 6),
+              T(2, 4, 5, 6, dtype=torch.bool), T(5, 7), T(2, 5, 6), T(3, 2, 4, 5, 6), T(6),
+              T(5, 6, dtype=torch.float64), T(5, 6, dtype=torch.int64), T(5, 6, dtype=torch.float16)]:
+        yield (q, k, v, m), {}
+        yield (q, k, v), {"attn_mask": m}
+    yield (T(2, 5, 8, dtype=torch.float64), T(2, 6, 8, dtype=torch.float64),
+           T(2, 6, 3, dtype=torch.float64)), {"attn_mask": T(5, 6)}
+    yield (T(5, 8), T(6, 8), T(6, 3)), {"attn_mask": T(1, 1, 5, 6)}
+    # is_causal (with and without a mask), dropout, scale, grad, layouts.
+    yield (q, k, v), {"is_causal": True}
+    yield (T(2, 4, 7, 8), k, v), {"is_causal": True}
+    yield (q, k, v, None, 0.0, True), {}
+    yield (q, k, v, T(5, 6, dtype=torch.bool)), {"is_causal": True}
+    for p in (0.0, 0.5, 1.0, 1.5, -0.1):
+        yield (q, k, v), {"dropout_p": p}
+    yield (q, k, v, None, 0.3), {}
+    yield (q, k, v), {"scale": 0.3}
+    yield (q, k, v), {"scale": 0.3, "is_causal": True, "dropout_p": 0.2}
+    yield (q, k, v, None, 0.0, False, 0.3), {}
+    yield (T(2, 4, 5, 8, requires_grad=True), k, v), {}
+    yield (q, k, T(2, 4, 6, 3, requires_grad=True)), {}
+    yield (q, k, v, T(5, 6, requires_grad=True)), {}
+    yield (T(2, 4, 5, 8, layout="transposed"), T(2, 4, 6, 8, layout="permuted"), v), {}
+    yield (T(2, 5, 4, 8, layout="strided"), T(2, 5, 6, 8), T(2, 5, 6, 8, layout="expanded")), {}
+    # Grouped-query attention: key/value heads divide the query's.
+    yield (q, T(2, 2, 6, 8), T(2, 2, 6, 3)), {"enable_gqa": True}
+    yield (q, T(2, 2, 6, 8), T(2, 1, 6, 3)), {"enable_gqa": True}
+    yield (q, T(2, 3, 6, 8), T(2, 3, 6, 3)), {"enable_gqa": True}
+    yield (q, T(2, 2, 6, 8), T(2, 2, 6, 3)), {}
+    yield (T(4, 5, 8), T(2, 6, 8), T(2, 6, 3)), {"enable_gqa": True}
+
+
 @gen(*[NN + n for n in ["relu", "relu6", "hardtanh", "gelu", "silu", "leaky_relu", "sigmoid", "tanh",
                          "hardswish", "hardsigmoid"]], "torch.relu_")
 def _activation(name):
