@@ -439,8 +439,11 @@ absl::StatusOr<Value> Embedding(const Args& args) {
 // (..., S, Ev)) -> (..., L, Ev): the batch dims of the three broadcast (with
 // enable_gqa, key/value heads, dim -3, divide the query's); attn_mask (bool,
 // float32 or the query's dtype) broadcasts to the scores (..., L, S) without
-// growing them. The layout depends on the backend torch picks (the CPU flash
-// kernel returns a permuted one), so strides are not claimed.
+// growing them. The layout follows the CPU backend torch picks: the math
+// path returns a contiguous result; the flash kernel (4-D, value width equal
+// to the query's, no dropout, unit stride in the last dim of all three)
+// keeps the query's layout. Where the choice is not certain, strides are not
+// claimed.
 absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
   const TensorMeta& q = args.Tensor("query");
   const TensorMeta& k = args.Tensor("key");
@@ -507,6 +510,8 @@ absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
     std::vector<int64_t> scores = *batch;
     scores.push_back(L);
     scores.push_back(S);
+    // 3-D inputs are attended as one batch of heads: the scores are 4-D.
+    if (scores.size() == 3) scores.insert(scores.begin(), 1);
     absl::StatusOr<std::vector<int64_t>> b = BroadcastShapes(scores, m.sizes);
     if (!b.ok()) return b.status();
     if (*b != scores) {
@@ -516,11 +521,24 @@ absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
     }
     grad = grad || m.requires_grad;
   }
+  const bool batches_equal = qb == kb && qb == vb;  // no broadcasting, no repeated heads
   std::vector<int64_t> sizes = *std::move(batch);
   sizes.push_back(L);
   sizes.push_back(Ev);
   TensorMeta out = NewTensor(q.dtype, std::move(sizes), q.device, grad);
-  out.strides.clear();
+  const bool known = q.has_strides() && k.has_strides() && v.has_strides();
+  const bool math = q.dim() != 4 || Ev != E || args.Number("dropout_p") > 0.0 ||
+                    (known && (q.strides.back() != 1 || k.strides.back() != 1 ||
+                               v.strides.back() != 1));
+  if (known && (math || IsContiguous(q))) return Value(std::move(out));
+  bool single = false;  // size-1 dims leave the query's own order ambiguous
+  for (int64_t s : q.sizes) single = single || s == 1;
+  if (known && batches_equal && k.dim() == 4 && v.dim() == 4 && !single &&
+      IsNonOverlappingAndDense(q)) {
+    out.strides = q.strides;  // same sizes: the query's layout
+  } else {
+    out.strides.clear();
+  }
   return Value(std::move(out));
 }
 

@@ -844,7 +844,11 @@ def _sdpa(name):
         yield (q, k, v), {"attn_mask": m}
     yield (T(2, 5, 8, dtype=torch.float64), T(2, 6, 8, dtype=torch.float64),
            T(2, 6, 3, dtype=torch.float64)), {"attn_mask": T(5, 6)}
-    yield (T(5, 8), T(6, 8), T(6, 3)), {"attn_mask": T(1, 1, 5, 6)}
+    for m in [T(1, 1, 5, 6), T(1, 5, 6), T(1, 1, 1, 5, 6)]:
+        yield (T(5, 8), T(6, 8), T(6, 3)), {"attn_mask": m}
+        yield (T(4, 5, 8), T(4, 6, 8), T(4, 6, 3)), {"attn_mask": m}
+    yield (T(4, 5, 8), T(4, 6, 8), T(4, 6, 3)), {"attn_mask": T(2, 1, 5, 6)}
+    yield (T(4, 5, 8), T(4, 6, 8), T(4, 6, 3)), {"attn_mask": T(1, 4, 5, 6)}
     # is_causal (with and without a mask), dropout, scale, grad, layouts.
     yield (q, k, v), {"is_causal": True}
     yield (T(2, 4, 7, 8), k, v), {"is_causal": True}
@@ -867,6 +871,26 @@ def _sdpa(name):
     yield (q, T(2, 3, 6, 8), T(2, 3, 6, 3)), {"enable_gqa": True}
     yield (q, T(2, 2, 6, 8), T(2, 2, 6, 3)), {}
     yield (T(4, 5, 8), T(2, 6, 8), T(2, 6, 3)), {"enable_gqa": True}
+    # Layouts, which decide the backend: nn.MultiheadAttention's heads are
+    # views of (L, B*H, E) projections; value width equal to the query's.
+    def heads(b, h, n, e, **kw):
+        return Spec((b, h, n, e), values=lambda shape: torch.randn(shape[2], shape[0] * shape[1], shape[3])
+                    .transpose(0, 1).reshape(shape), **kw)
+    for d in FLOATS + [torch.bfloat16]:
+        same = (T(2, 4, 5, 8, dtype=d), T(2, 4, 6, 8, dtype=d), T(2, 4, 6, 8, dtype=d))
+        yield same, {}
+        yield (T(2, 4, 5, 8, dtype=d, layout="permuted"),) + same[1:], {}
+        yield (T(2, 4, 5, 8, dtype=d, layout="transposed"),) + same[1:], {}
+        yield (heads(2, 4, 5, 8, dtype=d), heads(2, 4, 6, 8, dtype=d), heads(2, 4, 6, 8, dtype=d)), {}
+    for kw in [{}, {"is_causal": True}, {"dropout_p": 0.3}, {"scale": 0.5},
+               {"attn_mask": T(5, 6, dtype=torch.bool)}, {"attn_mask": T(1, 1, 5, 6)}]:
+        yield (heads(2, 4, 5, 8), heads(2, 4, 6, 8), heads(2, 4, 6, 8)), kw
+        yield (heads(2, 4, 5, 8, requires_grad=True), heads(2, 4, 6, 8), heads(2, 4, 6, 8)), kw
+        yield (heads(1, 4, 5, 8), heads(1, 4, 6, 8), heads(1, 4, 6, 8)), kw
+        yield (heads(2, 4, 5, 8), T(2, 4, 6, 8), heads(2, 4, 6, 8, layout="transposed")), kw
+        yield (heads(2, 4, 5, 8), heads(2, 4, 6, 8), heads(2, 4, 6, 3)), kw
+        yield (T(8, 5, 8, layout="transposed"), T(8, 6, 8), T(8, 6, 8)), kw
+        yield (heads(2, 4, 5, 8), heads(1, 4, 6, 8), heads(1, 4, 6, 8)), kw
 
 
 @gen(*[NN + n for n in ["relu", "relu6", "hardtanh", "gelu", "silu", "leaky_relu", "sigmoid", "tanh",
