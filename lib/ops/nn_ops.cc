@@ -531,11 +531,8 @@ absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
                     (known && (q.strides.back() != 1 || k.strides.back() != 1 ||
                                v.strides.back() != 1));
   if (known && (math || IsContiguous(q))) return Value(std::move(out));
-  bool single = false;  // size-1 dims leave the query's own order ambiguous
-  for (int64_t s : q.sizes) single = single || s == 1;
-  if (known && batches_equal && k.dim() == 4 && v.dim() == 4 && !single &&
-      IsNonOverlappingAndDense(q)) {
-    out.strides = q.strides;  // same sizes: the query's layout
+  if (known && batches_equal && k.dim() == 4 && v.dim() == 4 && IsNonOverlappingAndDense(q)) {
+    out.strides = q.strides;  // same sizes: the query's strides, size-1 dims included
   } else {
     out.strides.clear();
   }

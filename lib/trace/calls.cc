@@ -646,15 +646,18 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
   }
   if (fn->self) args.insert(args.begin(), fn->self);
   Frame frame;
-  if (absl::Status s = PrepareFrame(frame, code, globals); !s.ok()) return s;
+  if (absl::Status s = PrepareFrame(frame, code, globals, /*generator=*/true); !s.ok()) return s;
+  std::vector<VarPtr> given = frame.generator ? args : std::vector<VarPtr>();
   frames_.push_back(&frame);  // so argument errors point into the callee
   absl::Status bound = BindArguments(frame, callee, std::move(args), std::move(kwargs));
   frames_.pop_back();
   if (!bound.ok()) return bound;
+  if (frame.generator) return MakeGenerator(callee, std::move(frame), std::move(given));
   return RunFrame(frame);
 }
 
 absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);
   bool any_tensor = false;
   for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
   for (const auto& kv : kwargs) any_tensor |= ContainsTensor(kv.second);
