@@ -644,6 +644,9 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
   } else {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("calling ", Describe(*fn)), "");
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallModuleTreeGenerator(fn, args, kwargs)) {
+    return *std::move(r);
+  }
   if (fn->self) args.insert(args.begin(), fn->self);
   Frame frame;
   if (absl::Status s = PrepareFrame(frame, code, globals, /*generator=*/true); !s.ok()) return s;

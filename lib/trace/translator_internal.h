@@ -99,6 +99,12 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> CallWithGenerator(const VarPtr& fn,
                                                           std::vector<VarPtr>& args,
                                                           Kwargs& kwargs);
+  // nn.Module's own generator methods over its module tree (modules,
+  // children, named_modules, named_children): read from the real module, an
+  // iterator over the result. Nothing for any other function.
+  std::optional<absl::StatusOr<VarPtr>> CallModuleTreeGenerator(const VarPtr& fn,
+                                                                const std::vector<VarPtr>& args,
+                                                                const Kwargs& kwargs);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
