@@ -749,9 +749,14 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           return Var::Constant(python::FromBool(false));
         }
       }
+      // Grad mode is the trace's own: the mode at entry (guarded as
+      // grad_mode) as the traced with-blocks changed it.
+      if (Object f = TorchAttr("is_grad_enabled"); f && f.get() == fn->object.get() && args.empty()) {
+        return Var::Constant(python::FromBool(grad_enabled_));
+      }
       // Interpreter-wide state that shapes torch's Python code paths: read
       // now, guarded, and constant in the graph.
-      for (const char* state : {"is_autocast_enabled", "is_autocast_cpu_enabled", "is_grad_enabled",
+      for (const char* state : {"is_autocast_enabled", "is_autocast_cpu_enabled",
                                 "is_inference_mode_enabled"}) {
         if (Object f = TorchAttr(state); f && f.get() == fn->object.get() && args.empty()) {
           absl::StatusOr<Object> value = python::Call(f);

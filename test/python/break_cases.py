@@ -1499,3 +1499,17 @@ case("gen_any_side_effect", gen_any_side_effect,
      why="any() stops at the first true value, as in Python: 3 rows hit at once (log [3], "
          "replayed), 2 rows try all three (log [2, 2, 1]); no op before the print (slices "
          "unused), resume [mul] for the hit, nothing for the miss")
+
+
+# ============================================================ grad mode
+def grad_mode_query(x):
+    with torch.no_grad():
+        y = x * 2 if torch.is_grad_enabled() else x - 1
+    print("grad mode read")
+    return y + torch.is_grad_enabled()
+
+
+case("grad_mode_query", grad_mode_query, [lambda: A(T(3, seed=160))],
+     graphs=2, breaks=1, tags=("no_grad", "print"),
+     why="torch.is_grad_enabled() is the trace's own mode: False inside the with "
+         "([sub], not [mul]), True after it | print | [add]")
