@@ -539,6 +539,129 @@ absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
   return Value(std::move(out));
 }
 
+// --------------------------------------- fused attention (torch 2 fast paths)
+// nn.MultiheadAttention and nn.TransformerEncoderLayer take these in eval
+// with grad disabled: self-attention over 3-D (B, L, E) inputs, in_proj and
+// out_proj weights in nn's shapes. Anything else torch accepts here that is
+// not modelled is Unimplemented (a graph break), never guessed.
+
+// The checks both fused kernels make on the input, the projections and the mask.
+absl::Status CheckFusedAttention(const Args& args, const TensorMeta& x, int64_t heads) {
+  if (x.dim() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("expected 3-D `query`, got ", x.dim(), "-D tensor"));
+  }
+  const int64_t E = x.sizes[2];
+  if (args.Int("embed_dim") != E) {
+    return absl::InvalidArgumentError(absl::StrCat("passed-in embed_dim ", args.Int("embed_dim"),
+                                                   " didn't match last dim of query ", E));
+  }
+  if (heads <= 0 || E % heads != 0) {
+    return absl::InvalidArgumentError("`embed_dim` must divide evenly by `num_heads`");
+  }
+  const TensorMeta& qkv = args.Tensor("qkv_weight");
+  if (qkv.dim() != 2 || qkv.sizes[0] != 3 * E) {
+    return absl::InvalidArgumentError("expected `qkv_weight` first dim to be 3x embed_dim");
+  }
+  const std::pair<const char*, std::vector<int64_t>> shapes[] = {
+      {"qkv_weight", {3 * E, E}}, {"qkv_bias", {3 * E}}, {"proj_weight", {E, E}}, {"proj_bias", {E}}};
+  for (const auto& [name, sizes] : shapes) {
+    const TensorMeta& w = args.Tensor(name);
+    if (w.sizes != sizes) {
+      return absl::UnimplementedError(absl::StrCat("fused attention with ", name, " of shape ",
+                                                   Dims(w.sizes), " is not modelled"));
+    }
+    if (w.dtype != x.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("expected m1 and m2 to have the same dtype, but got: ",
+                                                     DTypeName(x.dtype), " != ", DTypeName(w.dtype)));
+    }
+  }
+  if (args.IsNone("mask")) return absl::OkStatus();
+  const TensorMeta& m = args.Tensor("mask");
+  if (m.dtype != DType::kBool && m.dtype != x.dtype) {
+    return absl::UnimplementedError("a fused-attention mask of another dtype is not modelled");
+  }
+  const int64_t B = x.sizes[0], L = x.sizes[1];
+  const std::vector<int64_t> merged = {B, heads, L, L};
+  if (m.dim() == 4) {
+    if (m.sizes == merged) return absl::OkStatus();
+    return absl::UnimplementedError("a fused-attention mask of another 4-D shape is not modelled");
+  }
+  if (args.IsNone("mask_type")) return absl::InvalidArgumentError("Mask Type should be defined");
+  switch (args.Int("mask_type")) {
+    case 0:
+      if (m.sizes != std::vector<int64_t>{L, L}) {
+        return absl::InvalidArgumentError("For mask_type == 0 mask shape should be (L, L)");
+      }
+      return absl::OkStatus();
+    case 1:
+      if (m.sizes != std::vector<int64_t>{B, L}) {
+        return absl::InvalidArgumentError("For mask_type == 1 mask shape should be (B, L)");
+      }
+      return absl::OkStatus();
+    case 2:
+      return absl::InvalidArgumentError("For mask_type == 2 mask shape should match input shape");
+    default:
+      return absl::UnimplementedError("a fused-attention mask_type other than 0, 1, 2 is not modelled");
+  }
+}
+
+bool AnyRequiresGrad(const Args& args, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (!args.IsNone(n) && args.Tensor(n).requires_grad) return true;
+  }
+  return false;
+}
+
+// torch._native_multi_head_attention -> (output (B, L, E), weights): the
+// weights are (B, L, L) averaged over heads, (B, H, L, L) per head, or None
+// when not asked for (or when L is 0).
+absl::StatusOr<Value> NativeMultiHeadAttention(const Args& args) {
+  const TensorMeta& q = args.Tensor("query");
+  if (absl::Status s = CheckFusedAttention(args, q, args.Int("num_head")); !s.ok()) return s;
+  for (const char* name : {"key", "value"}) {
+    if (args.Tensor(name).sizes != q.sizes) {
+      return absl::InvalidArgumentError("expected `query`/`key`/`value` shapes to match");
+    }
+    if (args.Tensor(name).dtype != q.dtype) {
+      return absl::UnimplementedError("fused attention over mixed dtypes is not modelled");
+    }
+  }
+  const bool grad = AnyRequiresGrad(args, {"query", "key", "value", "qkv_weight", "qkv_bias",
+                                           "proj_weight", "proj_bias", "mask"});
+  TensorMeta out = NewTensor(q.dtype, q.sizes, q.device, grad);
+  const int64_t B = q.sizes[0], L = q.sizes[1], H = args.Int("num_head");
+  if (!args.Bool("need_weights") || L == 0) return Value::Tuple({Value(std::move(out)), Value()});
+  std::vector<int64_t> sizes = args.Bool("average_attn_weights") ? std::vector<int64_t>{B, L, L}
+                                                                 : std::vector<int64_t>{B, H, L, L};
+  TensorMeta weights = NewTensor(q.dtype, std::move(sizes), q.device, grad);
+  return Value::Tuple({Value(std::move(out)), Value(std::move(weights))});
+}
+
+// torch._transformer_encoder_layer_fwd: the whole layer, the input's shape.
+absl::StatusOr<Value> TransformerEncoderLayerFwd(const Args& args) {
+  const TensorMeta& x = args.Tensor("src");
+  if (absl::Status s = CheckFusedAttention(args, x, args.Int("num_heads")); !s.ok()) return s;
+  const int64_t E = x.dim() == 3 ? x.sizes[2] : 0;
+  const TensorMeta& w1 = args.Tensor("ffn_weight_1");
+  const int64_t F = w1.dim() == 2 ? w1.sizes[0] : -1;
+  const std::pair<const char*, std::vector<int64_t>> shapes[] = {
+      {"norm_weight_1", {E}}, {"norm_bias_1", {E}}, {"norm_weight_2", {E}}, {"norm_bias_2", {E}},
+      {"ffn_weight_1", {F, E}}, {"ffn_bias_1", {F}}, {"ffn_weight_2", {E, F}}, {"ffn_bias_2", {E}}};
+  for (const auto& [name, sizes] : shapes) {
+    const TensorMeta& w = args.Tensor(name);
+    if (w.sizes != sizes || w.dtype != x.dtype) {
+      return absl::UnimplementedError(absl::StrCat("the fused encoder layer with ", name, " ",
+                                                   DTypeName(w.dtype), Dims(w.sizes),
+                                                   " is not modelled"));
+    }
+  }
+  const bool grad = AnyRequiresGrad(
+      args, {"src", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "norm_weight_1",
+             "norm_bias_1", "norm_weight_2", "norm_bias_2", "ffn_weight_1", "ffn_bias_1",
+             "ffn_weight_2", "ffn_bias_2", "mask"});
+  return Value(NewTensor(x.dtype, x.sizes, x.device, grad));
+}
+
 // ---------------------------------------------------------------- dropout
 absl::StatusOr<Value> Dropout(const Args& args, absl::string_view train_param) {
   const Value& input = args.Get("input");
@@ -697,6 +820,18 @@ void RegisterNnOps(Registry& r) {
         {"Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, "
          "bool is_causal=False, *, float? scale=None, bool enable_gqa=False"},
         kRandom, ScaledDotProductAttention);
+  r.Add("torch._native_multi_head_attention",
+        {"Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, "
+         "Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, "
+         "bool need_weights=True, bool average_attn_weights=True, int? mask_type=None"},
+        0, NativeMultiHeadAttention);
+  r.Add("torch._transformer_encoder_layer_fwd",
+        {"Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, "
+         "Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, "
+         "Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, "
+         "Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, "
+         "Tensor? mask=None, int? mask_type=None"},
+        0, TransformerEncoderLayerFwd);
 
   const Activation relu{"relu", kBoolSet};
   r.Add(f + "relu", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(relu));

@@ -893,6 +893,59 @@ def _sdpa(name):
         yield (heads(2, 4, 5, 8), heads(1, 4, 6, 8), heads(1, 4, 6, 8)), kw
 
 
+@gen("torch._native_multi_head_attention", "torch._transformer_encoder_layer_fwd")
+def _fused_attention(name):
+    # What nn.MultiheadAttention and nn.TransformerEncoderLayer pass in eval
+    # with grad disabled, and the shapes, masks and dtypes around it.
+    def proj(e, d=torch.float32, g=False):
+        return [T(3 * e, e, dtype=d, requires_grad=g), T(3 * e, dtype=d), T(e, e, dtype=d), T(e, dtype=d)]
+
+    def ffn(e, f=16, d=torch.float32):
+        return [T(e, dtype=d), T(e, dtype=d), T(e, dtype=d), T(e, dtype=d),
+                T(f, e, dtype=d), T(f, dtype=d), T(e, f, dtype=d), T(e, dtype=d)]
+
+    masks = [(None, None), (T(5, 5, dtype=torch.bool), 0), (T(5, 5), 0), (T(2, 5, dtype=torch.bool), 1),
+             (T(2, 5), 1), (T(2, 4, 5, 5, dtype=torch.bool), 2), (T(2, 4, 5, 5, dtype=torch.bool), None),
+             (T(2, 4, 5, 5, dtype=torch.bool), 0), (T(5, 5, dtype=torch.bool), None),
+             (T(2, 5, dtype=torch.bool), 0), (T(5, 5, dtype=torch.bool), 1), (T(5, 5), 2), (None, 1)]
+    if name == "torch._native_multi_head_attention":
+        x = T(2, 5, 8)
+        for m, mt in masks:
+            for nw, avg in [(True, True), (True, False), (False, True)]:
+                yield (x, x, x, 8, 4, *proj(8), m, nw, avg, mt), {}
+        for d in FLOATS:
+            y = T(2, 5, 8, dtype=d)
+            yield (y, y, y, 8, 4, *proj(8, d)), {}
+        yield (T(2, 5, 8, dtype=torch.float64),) * 3 + (8, 4, *proj(8)), {}
+        yield (x, x, x, 8, 4, *proj(8, g=True)), {}
+        yield (T(2, 5, 8, requires_grad=True), x, x, 8, 4, *proj(8)), {}
+        yield (x, T(2, 5, 8), T(2, 5, 8), 8, 4, *proj(8)), {"need_weights": False}
+        yield (x, T(2, 3, 8), T(2, 3, 8), 8, 4, *proj(8)), {}
+        yield (x, x, x, 6, 4, *proj(8)), {}
+        yield (x, x, x, 8, 3, *proj(8)), {}
+        yield (T(2, 5, 6),) * 3 + (6, 3, *proj(6)), {}
+        yield (x, x, x, 8, 4, T(16, 8), T(24), T(8, 8), T(8)), {}
+        yield (T(2, 0, 8),) * 3 + (8, 4, *proj(8)), {}
+        yield (T(5, 8),) * 3 + (8, 4, *proj(8)), {}
+        yield (T(1, 2, 5, 8),) * 3 + (8, 4, *proj(8)), {}
+    else:
+        x = T(2, 5, 8)
+        for gelu in (False, True):
+            for nf in (False, True):
+                yield (x, 8, 4, *proj(8), gelu, nf, 1e-5, *ffn(8)), {}
+        for m, mt in masks:
+            yield (x, 8, 4, *proj(8), False, False, 1e-5, *ffn(8), m, mt), {}
+        for d in FLOATS:
+            yield (T(2, 5, 8, dtype=d), 8, 4, *proj(8, d), True, True, 1e-6, *ffn(8, d=d)), {}
+        yield (T(2, 5, 8, requires_grad=True), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (x, 8, 4, *proj(8, g=True), False, False, 1e-5, *ffn(8)), {}
+        yield (T(2, 0, 8), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (T(5, 8), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (x, 6, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (x, 8, 3, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (T(2, 5, 8, dtype=torch.float64), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+
+
 @gen(*[NN + n for n in ["relu", "relu6", "hardtanh", "gelu", "silu", "leaky_relu", "sigmoid", "tanh",
                          "hardswish", "hardsigmoid"]], "torch.relu_")
 def _activation(name):
