@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/opcodes.h"
@@ -119,64 +120,136 @@ void InsertInstructions(AsmProgram& p, int at, const std::vector<AsmInstruction>
   p.instructions.insert(p.instructions.begin() + at, block.begin(), block.end());
 }
 
-absl::StatusOr<int> StackDepth(const AsmProgram& p) {
-  const size_t n = p.instructions.size();
-  std::vector<int> depth(n, -1);
-  std::vector<size_t> work;
-  int max_depth = 0;
-  auto reach = [&](size_t i, int d) -> absl::Status {
-    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow entering ", Where(p, i)));
-    max_depth = std::max(max_depth, d);
-    if (depth[i] == -1) {
-      depth[i] = d;
-      work.push_back(i);
-    } else if (depth[i] != d) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(p, i), " is reached with stack depths ",
-                                                     depth[i], " and ", d));
+namespace {
+
+// The flow analysis behind StackDepth: depths[i] is the stack depth on entry
+// to instruction i (-1 until reached); Flow propagates from `work` and raises
+// `max_depth` to every depth seen.
+class Flow {
+ public:
+  explicit Flow(const AsmProgram& p) : p_(&p), depth_(p.instructions.size(), -1) {}
+
+  absl::Status Reach(size_t i, int d) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow entering ", Where(*p_, i)));
+    max_depth_ = std::max(max_depth_, d);
+    if (depth_[i] == -1) {
+      depth_[i] = d;
+      work_.push_back(i);
+    } else if (depth_[i] != d) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(*p_, i), " is reached with stack depths ",
+                                                     depth_[i], " and ", d));
     }
     return absl::OkStatus();
-  };
+  }
+
+  absl::Status Propagate() {
+    const size_t n = p_->instructions.size();
+    while (!work_.empty()) {
+      size_t i = work_.back();
+      work_.pop_back();
+      for (int d = depth_[i];; ++i) {
+        const AsmInstruction& in = p_->instructions[i];
+        const OpcodeInfo& info = Opcode(in.opcode);
+        int effect = StackEffect(in.opcode, in.arg, false);
+        if (effect == INT_MIN) {
+          return absl::InvalidArgumentError(absl::StrCat(Where(*p_, i), ": no known stack effect"));
+        }
+        if (info.IsJump()) {
+          int jump_effect = StackEffect(in.opcode, in.arg, true);
+          if (absl::Status s = Reach(static_cast<size_t>(in.target), d + jump_effect); !s.ok()) return s;
+        }
+        d += effect;
+        if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow at ", Where(*p_, i)));
+        max_depth_ = std::max(max_depth_, d);
+        if (info.Has(kUnconditionalJump) || info.Has(kScopeExit)) break;
+        if (i + 1 >= n) {
+          return absl::InvalidArgumentError(absl::StrCat("execution falls off the end after ", Where(*p_, i)));
+        }
+        if (depth_[i + 1] != -1) {
+          if (absl::Status s = Reach(i + 1, d); !s.ok()) return s;
+          break;
+        }
+        depth_[i + 1] = d;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The entry depth of the unreached straight-line code at `i`, from the
+  // first reached instruction it flows into (by a jump or falling through):
+  // that depth less the code's net effect on the way. Nothing when it flows
+  // nowhere known.
+  std::optional<int> InferEntry(size_t i) const {
+    const size_t n = p_->instructions.size();
+    for (int rel = 0; i < n; ++i) {
+      if (depth_[i] != -1) return depth_[i] - rel;
+      const AsmInstruction& in = p_->instructions[i];
+      const OpcodeInfo& info = Opcode(in.opcode);
+      int effect = StackEffect(in.opcode, in.arg, false);
+      if (effect == INT_MIN) return std::nullopt;
+      if (info.IsJump() && depth_[static_cast<size_t>(in.target)] != -1) {
+        return depth_[static_cast<size_t>(in.target)] - rel - StackEffect(in.opcode, in.arg, true);
+      }
+      rel += effect;
+      if (info.Has(kUnconditionalJump) || info.Has(kScopeExit)) return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  const std::vector<int>& depths() const { return depth_; }
+  int max_depth() const { return max_depth_; }
+
+ private:
+  const AsmProgram* p_;
+  std::vector<int> depth_;
+  std::vector<size_t> work_;
+  int max_depth_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<int> StackDepth(const AsmProgram& p) {
+  const size_t n = p.instructions.size();
   if (n == 0) return 0;
+  Flow flow(p);
   // As in the compiler: a generator's frame starts with the value that
   // RETURN_GENERATOR leaves for the first POP_TOP.
   const bool generator = p.flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR);
-  if (absl::Status s = reach(0, generator ? 1 : 0); !s.ok()) return s;
+  if (absl::Status s = flow.Reach(0, generator ? 1 : 0); !s.ok()) return s;
   for (const AsmExceptionEntry& e : p.exception_table) {
     if (e.start == e.end) continue;
-    if (absl::Status s = reach(static_cast<size_t>(e.target), e.depth + 1 + (e.lasti ? 1 : 0));
+    if (absl::Status s = flow.Reach(static_cast<size_t>(e.target), e.depth + 1 + (e.lasti ? 1 : 0));
         !s.ok()) {
       return s;
     }
   }
-  while (!work.empty()) {
-    size_t i = work.back();
-    work.pop_back();
-    for (int d = depth[i];; ++i) {
-      const AsmInstruction& in = p.instructions[i];
-      const OpcodeInfo& info = Opcode(in.opcode);
-      int effect = StackEffect(in.opcode, in.arg, false);
-      if (effect == INT_MIN) {
-        return absl::InvalidArgumentError(absl::StrCat(Where(p, i), ": no known stack effect"));
+  if (absl::Status s = flow.Propagate(); !s.ok()) return s;
+  // Code no jump, fall-through or exception entry reaches: the compiler
+  // still counts it. CPython computes depths on its control-flow graph
+  // before the exception table exists, where a handler is reached from the
+  // SETUP_* pseudo-instruction of its try block even when that block holds
+  // no instruction (`except* E: pass`: the handler that cleans up after the
+  // empty body keeps its code but gets no table entry). Such a block ends by
+  // flowing into reached code, which fixes its entry depth. Best effort: a
+  // block that flows nowhere known, or disagrees with the depths found so
+  // far, adds nothing, as before.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (flow.depths()[i] != -1) continue;
+      if (i > 0 && flow.depths()[i - 1] == -1) {  // not where a block starts
+        const OpcodeInfo& before = Opcode(p.instructions[i - 1].opcode);
+        if (!before.Has(kUnconditionalJump) && !before.Has(kScopeExit)) continue;
       }
-      if (info.IsJump()) {
-        int jump_effect = StackEffect(in.opcode, in.arg, true);
-        if (absl::Status s = reach(static_cast<size_t>(in.target), d + jump_effect); !s.ok()) return s;
-      }
-      d += effect;
-      if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow at ", Where(p, i)));
-      max_depth = std::max(max_depth, d);
-      if (info.Has(kUnconditionalJump) || info.Has(kScopeExit)) break;
-      if (i + 1 >= n) {
-        return absl::InvalidArgumentError(absl::StrCat("execution falls off the end after ", Where(p, i)));
-      }
-      if (depth[i + 1] != -1) {
-        if (absl::Status s = reach(i + 1, d); !s.ok()) return s;
-        break;
-      }
-      depth[i + 1] = d;
+      std::optional<int> entry = flow.InferEntry(i);
+      if (!entry || *entry < 0) continue;
+      Flow attempt = flow;
+      if (!attempt.Reach(i, *entry).ok() || !attempt.Propagate().ok()) continue;
+      flow = std::move(attempt);
+      progress = true;
     }
   }
-  return max_depth;
+  return flow.max_depth();
 }
 
 absl::StatusOr<AssembledCode> Assemble(const AsmProgram& p) {

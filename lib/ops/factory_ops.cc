@@ -38,7 +38,10 @@ absl::StatusOr<Value> Make(const Args& args, std::vector<int64_t> sizes, DType d
   const DType dtype = args.OptDType("dtype").value_or(default_dtype);
   absl::StatusOr<Device> device = DeviceArg(args, default_device);
   if (!device.ok()) return device.status();
-  if (absl::Status s = CheckKernel(kernel, dtype, *device, unsupported); !s.ok()) return s;
+  // randn's normal kernel is skipped for an empty result; rand checks its
+  // bounds (and so the dtype) first.
+  const int64_t numel = kernel == "normal_kernel" ? Numel(sizes) : 1;
+  if (absl::Status s = CheckKernel(kernel, dtype, *device, unsupported, numel); !s.ok()) return s;
   const bool requires_grad = args.Bool("requires_grad");
   if (requires_grad && !IsFloating(dtype) && !IsComplex(dtype)) {
     return absl::InvalidArgumentError(
@@ -106,27 +109,14 @@ absl::StatusOr<Value> Arange(const Args& a) {
     take("step", &step);
   }
   const DType dtype = a.OptDType("dtype").value_or(all_int ? DType::kInt64 : kDefaultFloat);
-  // ATen computes in the dtype's accumulate type: integral dtypes truncate
-  // the bounds and the step first (so arange(0, 1, 0.3, dtype=int32) has a
-  // zero step), and int64 also sizes the result in integers.
-  double size = 0;
-  if (IsIntegral(dtype, true)) {
-    const int64_t xs = static_cast<int64_t>(start), xe = static_cast<int64_t>(end),
-                  xt = static_cast<int64_t>(step);
-    if (xt == 0) return absl::InvalidArgumentError("step must be nonzero");
-    if (!((xt > 0 && xe >= xs) || (xt < 0 && xe <= xs))) {
-      return absl::InvalidArgumentError("upper bound and larger bound inconsistent with step sign");
-    }
-    size = dtype == DType::kInt64
-               ? std::ceil(static_cast<double>(xe - xs) / static_cast<double>(xt))
-               : std::ceil((end - start) / step);
-  } else {
-    if (step == 0) return absl::InvalidArgumentError("step must be nonzero");
-    if (!((step > 0 && end >= start) || (step < 0 && end <= start))) {
-      return absl::InvalidArgumentError("upper bound and larger bound inconsistent with step sign");
-    }
-    size = std::ceil((end - start) / step);
+  // The size comes from the bounds and step as given, in double, whatever
+  // the dtype (arange(0, 1, 0.3, dtype=int32) has four zeros); only the
+  // values are computed in the dtype.
+  if (step == 0) return absl::InvalidArgumentError("step must be nonzero");
+  if (!((step > 0 && end >= start) || (step < 0 && end <= start))) {
+    return absl::InvalidArgumentError("upper bound and larger bound inconsistent with step sign");
   }
+  const double size = std::ceil((end - start) / step);
   return Make(a, {static_cast<int64_t>(size)}, dtype);
 }
 

@@ -41,7 +41,7 @@ absl::Status ListIndexShape(const Value& v, size_t depth, int64_t dim_size, int6
   }
   if (v.is_bool()) return absl::UnimplementedError("indexing with a list of bools is not modelled");
   if (!v.is_int())
-    return IndexError(absl::StrCat("tensors used as indices must be long, byte or bool tensors"));
+    return IndexError(absl::StrCat("tensors used as indices must be long, int, byte or bool tensors"));
   if (depth != shape.size())
     return absl::InvalidArgumentError("ragged nested sequence used as an index");
   const int64_t i = v.as_int();
@@ -81,7 +81,7 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
   } else {
     items = {index};
   }
-  // (Several ellipses are accepted: torch 1.13 lets each skip the unindexed dims.)
+  // (Several ellipses are accepted: torch lets each skip the unindexed dims.)
   int64_t consumed = 0;
   for (const Value& it : items) {
     if (it.is_int() || it.is_slice() || it.is_list()) {
@@ -183,14 +183,14 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
         advanced.push_back({d, {kDynamicSize}, idx.dim(), true});
         d += static_cast<size_t>(idx.dim());
         orig += idx.dim();
-      } else if (idx.dtype == DType::kInt64) {
+      } else if (idx.dtype == DType::kInt64 || idx.dtype == DType::kInt32) {
         // Values are not known: out-of-range ones fail at run time only.
         indices_contiguous = indices_contiguous && idx.has_strides() && IsContiguous(idx);
         advanced.push_back({d, idx.sizes, 1, false});
         ++d;
         ++orig;
       } else {
-        return IndexError("tensors used as indices must be long, byte or bool tensors");
+        return IndexError("tensors used as indices must be long, int, byte or bool tensors");
       }
     }
   }
@@ -332,7 +332,11 @@ absl::StatusOr<Value> IndexSelect(const Args& args, absl::string_view self) {
   absl::StatusOr<int64_t> dim = WrapDim(args.Int("dim"), t.dim());
   if (!dim.ok()) return dim.status();
   std::vector<int64_t> sizes = t.sizes;
-  // A 0-dim input stays 0-dim (torch 1.13 does not check the index's length).
+  // A 0-dim input stays 0-dim; its index must name exactly one element.
+  if (t.dim() == 0 && idx.numel() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "index_select(): Index to scalar can have only 1 value, got ", idx.numel(), " value(s)"));
+  }
   if (t.dim() > 0) sizes[static_cast<size_t>(*dim)] = idx.numel();
   return Value(NewTensor(t.dtype, std::move(sizes), t.device, t.requires_grad));
 }
@@ -342,8 +346,8 @@ absl::StatusOr<Value> Gather(const Args& args, absl::string_view self) {
   const TensorMeta& idx = args.Tensor("index");
   absl::StatusOr<int64_t> dim = WrapDim(args.Int("dim"), t.dim());
   if (!dim.ok()) return dim.status();
-  if (idx.dtype != DType::kInt64)
-    return absl::InvalidArgumentError("gather(): Expected dtype int64 for index");
+  if (idx.dtype != DType::kInt64 && idx.dtype != DType::kInt32)
+    return absl::InvalidArgumentError("gather(): Expected dtype int32/int64 for index");
   if (std::max<int64_t>(idx.dim(), 1) != std::max<int64_t>(t.dim(), 1)) {
     return absl::InvalidArgumentError(
         "Index tensor must have the same number of dimensions as input tensor");

@@ -57,8 +57,8 @@ absl::StatusOr<DType> ResultType(std::initializer_list<const Value*> operands);
 DType NumberDType(const Value& number);
 // Integral (and bool) -> the default float; floats and complex unchanged.
 DType ToFloatIfIntegral(DType d);
-// Rejects what torch's CPU kernels do not implement (e.g. "sin" on float16 in
-// torch 1.13). Only checked on the CPU: other devices have other kernels.
+// Rejects what torch's CPU kernels do not implement (e.g. "bmm" on bool in
+// torch 2.14). Only checked on the CPU: other devices have other kernels.
 // Reductions and softmax return before dispatching on empty inputs: they
 // pass `numel`, and 0 skips the check.
 absl::Status CheckKernel(absl::string_view kernel, DType dtype, const Device& device,

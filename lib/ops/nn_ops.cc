@@ -2,7 +2,7 @@
 // transformer block (linear, conv2d, pooling, batch_norm, layer_norm,
 // embedding, dropout, activations) and triu/tril for causal masks.
 // Convolution and pooling sizes follow ATen's conv_output_size and
-// pooling_output_shape; dtype rules follow the CPU kernels of torch 1.13.
+// pooling_output_shape; dtype rules follow the CPU kernels of torch 2.14.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -66,14 +66,13 @@ absl::StatusOr<Value> Linear(const Args& args) {
                                                      " does not broadcast to the output ",
                                                      Dims(sizes)));
     }
-    if (!empty && (b.dtype != x.dtype)) {
+    if (b.dtype != x.dtype) {
       return absl::InvalidArgumentError("self and mat2 must have the same dtype");
     }
   }
+  if (x.dtype != w.dtype) return absl::InvalidArgumentError("mat1 and mat2 must have the same dtype");
   if (!empty) {
-    if (x.dtype != w.dtype)
-      return absl::InvalidArgumentError("mat1 and mat2 must have the same dtype");
-    if (absl::Status s = CheckKernel("addmm_impl", x.dtype, x.device, kBoolSet | kHalf); !s.ok())
+    if (absl::Status s = CheckKernel("addmm_impl", x.dtype, x.device, kBoolSet); !s.ok())
       return s;
   }
   return Value(NewTensor(x.dtype, std::move(sizes), x.device, grad));
@@ -174,7 +173,7 @@ absl::StatusOr<Value> Conv2d(const Args& args) {
     }
     out.push_back(same ? in[i + 2] : (padded - k) / (*stride)[i] + 1);
   }
-  if (absl::Status s = CheckKernel("slow_conv2d", x.dtype, x.device, kBoolSet | kHalf); !s.ok())
+  if (absl::Status s = CheckKernel("slow_conv2d", x.dtype, x.device, kBoolSet); !s.ok())
     return s;
   if (!batched) out.erase(out.begin());
   return Value(LikeInput(x, x.dtype, std::move(out), grad));
@@ -251,8 +250,8 @@ absl::StatusOr<Value> Pool2d(const Args& args, PoolKind kind) {
     return absl::InvalidArgumentError("divisor must be not zero");
   }
   const DTypeSet unsupported = kind == PoolKind::kMax
-                                   ? (kBoolSet | kIntegralSet | kHalf)
-                                   : (kBoolSet | kHalf | Bit(DType::kInt32) | Bit(DType::kInt16) |
+                                   ? kBoolSet
+                                   : (kBoolSet | Bit(DType::kInt32) | Bit(DType::kInt16) |
                                       Bit(DType::kInt8) | Bit(DType::kUInt8));
   if (absl::Status s = CheckKernel(name, x.dtype, x.device, unsupported); !s.ok()) return s;
   TensorMeta result = LikeInput(x, x.dtype, out, x.requires_grad);
@@ -313,7 +312,7 @@ absl::StatusOr<Value> AdaptiveAvgPool2d(const Args& args) {
                        DTypeName(x.dtype)));
     }
   } else if (absl::Status s = CheckKernel("adaptive_avg_pool2d", x.dtype, x.device,
-                                          kBoolSet | kIntegralSet | kHalf);
+                                          kBoolSet | kIntegralSet);
              !s.ok()) {
     return s;
   }
@@ -359,7 +358,7 @@ absl::StatusOr<Value> BatchNorm(const Args& args) {
     param_dtype = p.dtype;
   }
   if (absl::Status s =
-          CheckKernel("batch_norm", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf);
+          CheckKernel("batch_norm", x.dtype, x.device, kBoolSet | kIntegralSet);
       !s.ok()) {
     return s;
   }
@@ -400,7 +399,7 @@ absl::StatusOr<Value> LayerNorm(const Args& args) {
     grad = grad || p.requires_grad;
   }
   if (absl::Status s =
-          CheckKernel("LayerNormKernelImpl", x.dtype, x.device, kBoolSet | kIntegralSet | kHalf);
+          CheckKernel("LayerNormKernelImpl", x.dtype, x.device, kBoolSet | kIntegralSet);
       !s.ok()) {
     return s;
   }
@@ -435,6 +434,234 @@ absl::StatusOr<Value> Embedding(const Args& args) {
   return Value(NewTensor(w.dtype, std::move(sizes), w.device, w.requires_grad));
 }
 
+// ------------------------------------------------ scaled_dot_product_attention
+// F.scaled_dot_product_attention(query (..., L, E), key (..., S, E), value
+// (..., S, Ev)) -> (..., L, Ev): the batch dims of the three broadcast (with
+// enable_gqa, key/value heads, dim -3, divide the query's); attn_mask (bool,
+// float32 or the query's dtype) broadcasts to the scores (..., L, S) without
+// growing them. The layout follows the CPU backend torch picks: the math
+// path returns a contiguous result; the flash kernel (4-D, value width equal
+// to the query's, no dropout, unit stride in the last dim of all three)
+// keeps the query's layout. Where the choice is not certain, strides are not
+// claimed.
+absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
+  const TensorMeta& q = args.Tensor("query");
+  const TensorMeta& k = args.Tensor("key");
+  const TensorMeta& v = args.Tensor("value");
+  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: ",
+        q.dim(), " key.dim: ", k.dim(), " and value.dim: ", v.dim(), " instead."));
+  }
+  if (q.dtype != k.dtype || q.dtype != v.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Expected query, key, and value to have the same dtype, but got query.dtype: ",
+        DTypeName(q.dtype), " key.dtype: ", DTypeName(k.dtype), " and value.dtype: ",
+        DTypeName(v.dtype), " instead."));
+  }
+  const bool has_mask = !args.IsNone("attn_mask");
+  if (has_mask && args.Bool("is_causal")) {
+    return absl::InvalidArgumentError(
+        "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
+  }
+  if (args.Number("dropout_p") > 1.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dropout probability has to be between 0 and 1, but got ", args.Number("dropout_p")));
+  }
+  if (!IsFloating(q.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a floating point query, key and value, got ", DTypeName(q.dtype)));
+  }
+  const int64_t L = q.sizes[q.sizes.size() - 2], E = q.sizes.back();
+  const int64_t S = k.sizes[k.sizes.size() - 2], Ev = v.sizes.back();
+  if (k.sizes.back() != E || v.sizes[v.sizes.size() - 2] != S) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "query (..., ", L, ", ", E, "), key (..., ", S, ", ", k.sizes.back(), ") and value (..., ",
+        v.sizes[v.sizes.size() - 2], ", ", Ev, ") do not multiply"));
+  }
+  std::vector<int64_t> qb(q.sizes.begin(), q.sizes.end() - 2);
+  std::vector<int64_t> kb(k.sizes.begin(), k.sizes.end() - 2);
+  std::vector<int64_t> vb(v.sizes.begin(), v.sizes.end() - 2);
+  if (args.Bool("enable_gqa") && !qb.empty() && !kb.empty() && !vb.empty()) {
+    const int64_t hq = qb.back();
+    if (kb.back() == 0 || vb.back() == 0 || hq % kb.back() != 0 || hq % vb.back() != 0) {
+      return absl::InvalidArgumentError(
+          "Number of heads in key and value must divide the number of heads in query");
+    }
+    kb.back() = vb.back() = hq;  // repeated to the query's heads
+  }
+  absl::StatusOr<std::vector<int64_t>> batch = BroadcastShapes(qb, kb);
+  if (batch.ok()) batch = BroadcastShapes(*batch, vb);
+  if (!batch.ok()) return batch.status();
+  bool grad = q.requires_grad || k.requires_grad || v.requires_grad;
+  if (has_mask) {
+    const TensorMeta& m = args.Tensor("attn_mask");
+    if (m.dtype != DType::kBool && m.dtype != DType::kFloat32 && m.dtype != q.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+          "attn_mask.dtype: ",
+          DTypeName(m.dtype), " and  query.dtype: ", DTypeName(q.dtype), " instead."));
+    }
+    if (m.dim() < 2) {
+      return absl::OutOfRangeError(absl::StrCat("IndexError: Dimension out of range (expected to be in range of [-",
+                                     std::max<int64_t>(m.dim(), 1), ", ",
+                                     std::max<int64_t>(m.dim(), 1) - 1, "], but got -2)"));
+    }
+    std::vector<int64_t> scores = *batch;
+    scores.push_back(L);
+    scores.push_back(S);
+    // 3-D inputs are attended as one batch of heads: the scores are 4-D.
+    if (scores.size() == 3) scores.insert(scores.begin(), 1);
+    absl::StatusOr<std::vector<int64_t>> b = BroadcastShapes(scores, m.sizes);
+    if (!b.ok()) return b.status();
+    if (*b != scores) {
+      return absl::InvalidArgumentError(absl::StrCat("output with shape ", Dims(scores),
+                                                     " doesn't match the broadcast shape ",
+                                                     Dims(*b)));
+    }
+    grad = grad || m.requires_grad;
+  }
+  const bool batches_equal = qb == kb && qb == vb;  // no broadcasting, no repeated heads
+  std::vector<int64_t> sizes = *std::move(batch);
+  sizes.push_back(L);
+  sizes.push_back(Ev);
+  TensorMeta out = NewTensor(q.dtype, std::move(sizes), q.device, grad);
+  const bool known = q.has_strides() && k.has_strides() && v.has_strides();
+  const bool math = q.dim() != 4 || Ev != E || args.Number("dropout_p") > 0.0 ||
+                    (known && (q.strides.back() != 1 || k.strides.back() != 1 ||
+                               v.strides.back() != 1));
+  if (known && (math || IsContiguous(q))) return Value(std::move(out));
+  if (known && batches_equal && k.dim() == 4 && v.dim() == 4 && IsNonOverlappingAndDense(q)) {
+    out.strides = q.strides;  // same sizes: the query's strides, size-1 dims included
+  } else {
+    out.strides.clear();
+  }
+  return Value(std::move(out));
+}
+
+// --------------------------------------- fused attention (torch 2 fast paths)
+// nn.MultiheadAttention and nn.TransformerEncoderLayer take these in eval
+// with grad disabled: self-attention over 3-D (B, L, E) inputs, in_proj and
+// out_proj weights in nn's shapes. Anything else torch accepts here that is
+// not modelled is Unimplemented (a graph break), never guessed.
+
+// The checks both fused kernels make on the input, the projections and the mask.
+absl::Status CheckFusedAttention(const Args& args, const TensorMeta& x, int64_t heads) {
+  if (x.dim() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat("expected 3-D `query`, got ", x.dim(), "-D tensor"));
+  }
+  const int64_t E = x.sizes[2];
+  if (args.Int("embed_dim") != E) {
+    return absl::InvalidArgumentError(absl::StrCat("passed-in embed_dim ", args.Int("embed_dim"),
+                                                   " didn't match last dim of query ", E));
+  }
+  if (heads <= 0 || E % heads != 0) {
+    return absl::InvalidArgumentError("`embed_dim` must divide evenly by `num_heads`");
+  }
+  const TensorMeta& qkv = args.Tensor("qkv_weight");
+  if (qkv.dim() != 2 || qkv.sizes[0] != 3 * E) {
+    return absl::InvalidArgumentError("expected `qkv_weight` first dim to be 3x embed_dim");
+  }
+  const std::pair<const char*, std::vector<int64_t>> shapes[] = {
+      {"qkv_weight", {3 * E, E}}, {"qkv_bias", {3 * E}}, {"proj_weight", {E, E}}, {"proj_bias", {E}}};
+  for (const auto& [name, sizes] : shapes) {
+    const TensorMeta& w = args.Tensor(name);
+    if (w.sizes != sizes) {
+      return absl::UnimplementedError(absl::StrCat("fused attention with ", name, " of shape ",
+                                                   Dims(w.sizes), " is not modelled"));
+    }
+    if (w.dtype != x.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("expected m1 and m2 to have the same dtype, but got: ",
+                                                     DTypeName(x.dtype), " != ", DTypeName(w.dtype)));
+    }
+  }
+  if (args.IsNone("mask")) return absl::OkStatus();
+  const TensorMeta& m = args.Tensor("mask");
+  if (m.dtype != DType::kBool && m.dtype != x.dtype) {
+    return absl::UnimplementedError("a fused-attention mask of another dtype is not modelled");
+  }
+  const int64_t B = x.sizes[0], L = x.sizes[1];
+  const std::vector<int64_t> merged = {B, heads, L, L};
+  if (m.dim() == 4) {
+    if (m.sizes == merged) return absl::OkStatus();
+    return absl::UnimplementedError("a fused-attention mask of another 4-D shape is not modelled");
+  }
+  if (args.IsNone("mask_type")) return absl::InvalidArgumentError("Mask Type should be defined");
+  switch (args.Int("mask_type")) {
+    case 0:
+      if (m.sizes != std::vector<int64_t>{L, L}) {
+        return absl::InvalidArgumentError("For mask_type == 0 mask shape should be (L, L)");
+      }
+      return absl::OkStatus();
+    case 1:
+      if (m.sizes != std::vector<int64_t>{B, L}) {
+        return absl::InvalidArgumentError("For mask_type == 1 mask shape should be (B, L)");
+      }
+      return absl::OkStatus();
+    case 2:
+      return absl::InvalidArgumentError("For mask_type == 2 mask shape should match input shape");
+    default:
+      return absl::UnimplementedError("a fused-attention mask_type other than 0, 1, 2 is not modelled");
+  }
+}
+
+bool AnyRequiresGrad(const Args& args, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (!args.IsNone(n) && args.Tensor(n).requires_grad) return true;
+  }
+  return false;
+}
+
+// torch._native_multi_head_attention -> (output (B, L, E), weights): the
+// weights are (B, L, L) averaged over heads, (B, H, L, L) per head, or None
+// when not asked for (or when L is 0).
+absl::StatusOr<Value> NativeMultiHeadAttention(const Args& args) {
+  const TensorMeta& q = args.Tensor("query");
+  if (absl::Status s = CheckFusedAttention(args, q, args.Int("num_head")); !s.ok()) return s;
+  for (const char* name : {"key", "value"}) {
+    if (args.Tensor(name).sizes != q.sizes) {
+      return absl::InvalidArgumentError("expected `query`/`key`/`value` shapes to match");
+    }
+    if (args.Tensor(name).dtype != q.dtype) {
+      return absl::UnimplementedError("fused attention over mixed dtypes is not modelled");
+    }
+  }
+  const bool grad = AnyRequiresGrad(args, {"query", "key", "value", "qkv_weight", "qkv_bias",
+                                           "proj_weight", "proj_bias", "mask"});
+  TensorMeta out = NewTensor(q.dtype, q.sizes, q.device, grad);
+  const int64_t B = q.sizes[0], L = q.sizes[1], H = args.Int("num_head");
+  if (!args.Bool("need_weights") || L == 0) return Value::Tuple({Value(std::move(out)), Value()});
+  std::vector<int64_t> sizes = args.Bool("average_attn_weights") ? std::vector<int64_t>{B, L, L}
+                                                                 : std::vector<int64_t>{B, H, L, L};
+  TensorMeta weights = NewTensor(q.dtype, std::move(sizes), q.device, grad);
+  return Value::Tuple({Value(std::move(out)), Value(std::move(weights))});
+}
+
+// torch._transformer_encoder_layer_fwd: the whole layer, the input's shape.
+absl::StatusOr<Value> TransformerEncoderLayerFwd(const Args& args) {
+  const TensorMeta& x = args.Tensor("src");
+  if (absl::Status s = CheckFusedAttention(args, x, args.Int("num_heads")); !s.ok()) return s;
+  const int64_t E = x.dim() == 3 ? x.sizes[2] : 0;
+  const TensorMeta& w1 = args.Tensor("ffn_weight_1");
+  const int64_t F = w1.dim() == 2 ? w1.sizes[0] : -1;
+  const std::pair<const char*, std::vector<int64_t>> shapes[] = {
+      {"norm_weight_1", {E}}, {"norm_bias_1", {E}}, {"norm_weight_2", {E}}, {"norm_bias_2", {E}},
+      {"ffn_weight_1", {F, E}}, {"ffn_bias_1", {F}}, {"ffn_weight_2", {E, F}}, {"ffn_bias_2", {E}}};
+  for (const auto& [name, sizes] : shapes) {
+    const TensorMeta& w = args.Tensor(name);
+    if (w.sizes != sizes || w.dtype != x.dtype) {
+      return absl::UnimplementedError(absl::StrCat("the fused encoder layer with ", name, " ",
+                                                   DTypeName(w.dtype), Dims(w.sizes),
+                                                   " is not modelled"));
+    }
+  }
+  const bool grad = AnyRequiresGrad(
+      args, {"src", "qkv_weight", "qkv_bias", "proj_weight", "proj_bias", "norm_weight_1",
+             "norm_bias_1", "norm_weight_2", "norm_bias_2", "ffn_weight_1", "ffn_bias_1",
+             "ffn_weight_2", "ffn_bias_2", "mask"});
+  return Value(NewTensor(x.dtype, x.sizes, x.device, grad));
+}
+
 // ---------------------------------------------------------------- dropout
 absl::StatusOr<Value> Dropout(const Args& args, absl::string_view train_param) {
   const Value& input = args.Get("input");
@@ -453,7 +680,7 @@ absl::StatusOr<Value> Dropout(const Args& args, absl::string_view train_param) {
     return Value(std::move(out));
   }
   // The noise is drawn with bernoulli_ and scaled by 1/(1-p) in place.
-  if (absl::Status s = CheckKernel("bernoulli_scalar_cpu_", x.dtype, x.device, kHalf); !s.ok())
+  if (absl::Status s = CheckKernel("bernoulli_scalar_cpu_", x.dtype, x.device, kNoDTypes); !s.ok())
     return s;
   if (!IsFloating(x.dtype) && !IsComplex(x.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -589,8 +816,24 @@ void RegisterNnOps(Registry& r) {
         kRandom, [](const Args& a) { return Dropout(a, "training"); });
   r.Add("torch.dropout", {"Tensor input, float p, bool train"}, kRandom,
         [](const Args& a) { return Dropout(a, "train"); });
+  r.Add(f + "scaled_dot_product_attention",
+        {"Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, "
+         "bool is_causal=False, *, float? scale=None, bool enable_gqa=False"},
+        kRandom, ScaledDotProductAttention);
+  r.Add("torch._native_multi_head_attention",
+        {"Tensor query, Tensor key, Tensor value, int embed_dim, int num_head, Tensor qkv_weight, "
+         "Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, Tensor? mask=None, "
+         "bool need_weights=True, bool average_attn_weights=True, int? mask_type=None"},
+        0, NativeMultiHeadAttention);
+  r.Add("torch._transformer_encoder_layer_fwd",
+        {"Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, Tensor qkv_bias, "
+         "Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, float eps, "
+         "Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, Tensor norm_bias_2, "
+         "Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, Tensor ffn_bias_2, "
+         "Tensor? mask=None, int? mask_type=None"},
+        0, TransformerEncoderLayerFwd);
 
-  const Activation relu{"relu", kBoolSet | kHalf};
+  const Activation relu{"relu", kBoolSet};
   r.Add(f + "relu", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(relu));
   r.Add("torch.relu_", {"Tensor input"}, kPointwise | kInplace,
         [relu](const Args& a) -> absl::StatusOr<Value> {
@@ -599,20 +842,26 @@ void RegisterNnOps(Registry& r) {
           if (absl::Status s = CheckNoInternalOverlap(a.Tensor("input")); !s.ok()) return s;
           return a.Get("input");
         });
-  const Activation hardtanh{"hardtanh", kBoolSet | kHalf};
+  const Activation hardtanh{"hardtanh", kBoolSet};
   r.Add(f + "hardtanh", {"Tensor input, float min_val=-1.0, float max_val=1.0, bool inplace=False"},
-        kPointwise, ActivationFn(hardtanh));
+        kPointwise, [hardtanh](const Args& a) -> absl::StatusOr<Value> {
+          // F.hardtanh checks its bounds in Python before any kernel.
+          if (a.Number("min_val") > a.Number("max_val")) {
+            return absl::InvalidArgumentError("min_val cannot be greater than max_val");
+          }
+          return ActivationFn(hardtanh)(a);
+        });
   r.Add(f + "relu6", {"Tensor input, bool inplace=False"}, kPointwise, ActivationFn(hardtanh));
   r.Add(f + "gelu", {"Tensor input, *, str approximate=\"none\""}, kPointwise,
-        ActivationFn({"GeluKernelImpl", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"GeluKernelImpl", kBoolSet | kIntegralSet}));
   r.Add(f + "silu", {"Tensor input, bool inplace=False"}, kPointwise,
-        ActivationFn({"silu", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"silu", kBoolSet | kIntegralSet}));
   r.Add(f + "leaky_relu", {"Tensor input, float negative_slope=0.01, bool inplace=False"},
-        kPointwise, ActivationFn({"leaky_relu", kBoolSet | kIntegralSet | kHalf}));
+        kPointwise, ActivationFn({"leaky_relu", kBoolSet | kIntegralSet}));
   r.Add(f + "hardswish", {"Tensor input, bool inplace=False"}, kPointwise,
-        ActivationFn({"hardswish", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"hardswish", kBoolSet | kIntegralSet}));
   r.Add(f + "hardsigmoid", {"Tensor input, bool inplace=False"}, kPointwise,
-        ActivationFn({"hardsigmoid", kBoolSet | kIntegralSet | kHalf}));
+        ActivationFn({"hardsigmoid", kBoolSet | kIntegralSet}));
   r.Add(f + "pad", {"Tensor input, int[] pad, str mode=\"constant\", float? value=None"}, 0, Pad);
   r.Alias(f + "sigmoid", "torch.sigmoid");
   r.Alias(f + "tanh", "torch.tanh");

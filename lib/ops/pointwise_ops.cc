@@ -22,7 +22,7 @@ enum class UnaryRule {
 struct UnarySpec {
   absl::string_view kernel;
   UnaryRule rule;
-  DTypeSet cpu_unsupported;           // dtypes (after promotion) torch 1.13's CPU kernel lacks
+  DTypeSet cpu_unsupported;           // dtypes (after promotion) torch 2.14's CPU kernel lacks
   absl::string_view bool_error = {};  // torch's own message where it rejects bool first
   bool differentiable = true;
 };
@@ -110,6 +110,7 @@ absl::StatusOr<DType> BinaryDType(const BinarySpec& spec, const Args& args, cons
   if (!common.ok()) return common.status();
   DType out = *common;
   DType compute = *common;
+  DTypeSet unsupported = spec.cpu_unsupported;
   std::string rounding;
   if (spec.has_rounding_mode && !args.IsNone("rounding_mode")) {
     rounding = args.Get("rounding_mode").as_string();
@@ -144,6 +145,8 @@ absl::StatusOr<DType> BinaryDType(const BinarySpec& spec, const Args& args, cons
       if (spec.kernel == "pow" && IsIntegral(*common, false) && b.is_int() && b.as_int() < 0) {
         return absl::InvalidArgumentError("Integers to negative integer powers are not allowed.");
       }
+      // A tensor to a Python-number power has its own kernel, which covers bool.
+      if (spec.kernel == "pow" && a.is_tensor() && !b.is_tensor()) unsupported &= ~kBoolSet;
       break;
     case BinaryRule::kMaxMin:
       if (IsComplex(*common)) {
@@ -164,9 +167,7 @@ absl::StatusOr<DType> BinaryDType(const BinarySpec& spec, const Args& args, cons
       return absl::InvalidArgumentError("Boolean alpha only supported for Boolean results.");
     }
   }
-  if (absl::Status s = CheckKernel(spec.kernel, compute, device, spec.cpu_unsupported); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = CheckKernel(spec.kernel, compute, device, unsupported); !s.ok()) return s;
   return out;
 }
 
@@ -288,8 +289,8 @@ InferFn Clamp(absl::string_view self, bool inplace) {
     if (!device.ok()) return device.status();
     absl::StatusOr<DType> dtype = ResultType({&x, &lo, &hi});
     if (!dtype.ok()) return dtype.status();
-    // torch 1.13's CPU clamp kernels cover neither bool nor float16.
-    if (absl::Status s = CheckKernel("clamp", *dtype, *device, kBoolSet | kHalf); !s.ok()) return s;
+    // The CPU clamp kernel has no bool variant (bool bounds would need one).
+    if (absl::Status s = CheckKernel("clamp", *dtype, *device, kBoolSet); !s.ok()) return s;
     std::vector<int64_t> sizes = x.as_tensor().sizes;
     for (const Value* v : {&lo, &hi}) {
       if (!v->is_tensor()) continue;
@@ -360,6 +361,11 @@ absl::StatusOr<Value> Fill(const Args& args) {
         absl::StrCat("fill_ only supports 0-dimension value tensor but got tensor with ",
                      value.as_tensor().dim(), " dimensions."));
   }
+  // A tensor value is copied in (a number is written by a fill kernel that
+  // tolerates overlapping elements).
+  if (value.is_tensor()) {
+    if (absl::Status s = CheckNoInternalOverlap(self.as_tensor()); !s.ok()) return s;
+  }
   return self;
 }
 
@@ -381,29 +387,20 @@ absl::StatusOr<Value> Copy(const Args& args) {
   return Value(std::move(out));
 }
 
-constexpr DTypeSet kHalfOnly = kHalf;
-
 }  // namespace
 
 void RegisterPointwiseOps(Registry& r) {
-  // Unary ops that compute in floating point; torch 1.13's CPU kernels lack
-  // float16 for most of them.
-  struct FloatUnary {
-    absl::string_view name;
-    DTypeSet cpu_unsupported;
+  // Unary ops that compute in floating point; torch 2's CPU kernels cover
+  // every floating dtype (float16 included).
+  static constexpr absl::string_view kFloatUnary[] = {
+      "sin",  "cos",   "tan",  "exp",  "log",  "sqrt", "rsqrt", "sigmoid",    "tanh", "erf",
+      "log1p", "expm1", "asin", "acos", "atan", "sinh", "cosh",  "reciprocal", "log2", "exp2",
   };
-  static constexpr FloatUnary kFloatUnary[] = {
-      {"sin", kHalfOnly},  {"cos", kHalfOnly},  {"tan", kHalfOnly},        {"exp", kHalfOnly},
-      {"log", kHalfOnly},  {"sqrt", kHalfOnly}, {"rsqrt", kHalfOnly},      {"sigmoid", kHalfOnly},
-      {"tanh", kHalfOnly}, {"erf", kHalfOnly},  {"log1p", kHalfOnly},      {"expm1", kHalfOnly},
-      {"asin", kHalfOnly}, {"acos", kHalfOnly}, {"atan", kHalfOnly},       {"sinh", kHalfOnly},
-      {"cosh", kHalfOnly}, {"log2", kHalfOnly}, {"reciprocal", kNoDTypes}, {"exp2", kNoDTypes},
-  };
-  for (const FloatUnary& u : kFloatUnary) {
-    UnarySpec spec{u.name, UnaryRule::kToFloat, u.cpu_unsupported};
-    r.Add(absl::StrCat("torch.", u.name), {"Tensor input"}, kPointwise, Unary(spec));
-    r.Add(absl::StrCat("Tensor.", u.name), {"Tensor self"}, kPointwise, Unary(spec, "self"));
-    r.Add(absl::StrCat("Tensor.", u.name, "_"), {"Tensor self"}, kPointwise | kInplace,
+  for (absl::string_view name : kFloatUnary) {
+    UnarySpec spec{name, UnaryRule::kToFloat, kNoDTypes};
+    r.Add(absl::StrCat("torch.", name), {"Tensor input"}, kPointwise, Unary(spec));
+    r.Add(absl::StrCat("Tensor.", name), {"Tensor self"}, kPointwise, Unary(spec, "self"));
+    r.Add(absl::StrCat("Tensor.", name, "_"), {"Tensor self"}, kPointwise | kInplace,
           UnaryInplace(spec));
   }
   // Unary ops that keep the dtype.
@@ -419,11 +416,11 @@ void RegisterPointwiseOps(Registry& r) {
   static constexpr SameUnary kSameUnary[] = {
       {"abs", kBoolSet, {}},
       {"neg", kNoDTypes, kNegBool},
-      {"relu", kBoolSet | kHalfOnly, {}},
-      {"floor", kBoolSet | kHalfOnly, {}},
-      {"ceil", kBoolSet | kHalfOnly, {}},
-      {"round", kBoolSet | kHalfOnly, {}},
-      {"trunc", kBoolSet | kHalfOnly, {}},
+      {"relu", kBoolSet, {}},
+      {"floor", kBoolSet, {}},
+      {"ceil", kBoolSet, {}},
+      {"round", kBoolSet, {}},
+      {"trunc", kBoolSet, {}},
       {"sign", kNoDTypes, {}},
   };
   for (const SameUnary& u : kSameUnary) {
@@ -459,7 +456,7 @@ void RegisterPointwiseOps(Registry& r) {
   AddBinaryFamily(r, "fmod", {"fmod", BinaryRule::kIntegerOk, kBoolSet});
   AddBinaryFamily(r, "pow", {"pow", BinaryRule::kIntegerOk, kBoolSet, false, false, "exponent"},
                   "pow", "ipow");
-  AddBinaryFamily(r, "atan2", {"atan2", BinaryRule::kFloatMath, kHalfOnly}, {}, {},
+  AddBinaryFamily(r, "atan2", {"atan2", BinaryRule::kFloatMath, kNoDTypes}, {}, {},
                   /*tensor_second=*/true);
   AddBinaryFamily(r, "maximum", {"maximum", BinaryRule::kMaxMin}, {}, {}, /*tensor_second=*/true,
                   /*inplace_method=*/false);

@@ -111,11 +111,11 @@ InferFn Reduce(ReduceSpec spec, absl::string_view self) {
     const std::vector<int64_t> dims = DimsOf(args, "dim");
     if (spec.name == "logsumexp" && dims.empty() && !args.Bool("keepdim") && t.dim() > 0 &&
         t.numel() != 0) {
-      // torch 1.13 resizes its result to the reduced shape but broadcasts the
+      // torch resizes its result to the reduced shape but broadcasts the
       // max it subtracts with keepdim, and the two disagree.
       return absl::InvalidArgumentError(
           absl::StrCat("output with shape [] doesn't match the broadcast shape (logsumexp with "
-                       "dim=[] in torch 1.13)"));
+                       "dim=[])"));
     }
     absl::StatusOr<std::vector<int64_t>> sizes = ReduceShape(spec, t, dims, args.Bool("keepdim"));
     if (!sizes.ok()) return sizes.status();
@@ -129,8 +129,8 @@ InferFn ArgReduce(absl::string_view name, absl::string_view self) {
   return [name = std::string(name),
           self = std::string(self)](const Args& args) -> absl::StatusOr<Value> {
     const TensorMeta& t = args.Tensor(self);
-    if (absl::Status s = CheckKernel(name, t.dtype, t.device, kBoolSet, t.numel()); !s.ok()) {
-      return s;
+    if (t.dtype == DType::kBool) {
+      return absl::InvalidArgumentError(absl::StrCat(name, "(): does not support bool input"));
     }
     ReduceSpec spec{name, ReduceDType::kSame, kNoDTypes, /*needs_identity=*/true};
     std::vector<int64_t> dims;
@@ -231,7 +231,7 @@ InferFn Scan(absl::string_view name, ScanKind kind, absl::string_view self) {
     DType out = t.dtype;
     if (kind == ScanKind::kCumsum) {
       out = requested ? *requested : (IsIntegral(t.dtype, true) ? DType::kInt64 : t.dtype);
-      if (absl::Status s = CheckKernel(name, out, t.device, kHalf, t.dim() == 0 ? 0 : t.numel());
+      if (absl::Status s = CheckKernel(name, out, t.device, kNoDTypes, t.dim() == 0 ? 0 : t.numel());
           !s.ok()) {
         return s;
       }
@@ -239,7 +239,7 @@ InferFn Scan(absl::string_view name, ScanKind kind, absl::string_view self) {
       out = requested ? *requested : t.dtype;
       // softmax computes in the requested dtype (the input is converted first).
       if (absl::Status s = CheckKernel(absl::StrCat(name, "_lastdim_kernel_impl"), out, t.device,
-                                       kBoolSet | kIntegralSet | kHalf, t.numel());
+                                       kBoolSet | kIntegralSet, t.numel());
           !s.ok()) {
         return s;
       }
@@ -280,11 +280,8 @@ InferFn TopK(absl::string_view self) {
     const int64_t k = args.Int("k");
     const int64_t size = t.dim() == 0 ? 1 : t.sizes[static_cast<size_t>(*dim)];
     if (k < 0 || k > size) return absl::OutOfRangeError("selected index k out of range");
-    // A 0-dim input is copied without reaching the kernel.
-    if (absl::Status s =
-            CheckKernel("topk", t.dtype, t.device, kBoolSet | kHalf, t.dim() == 0 ? 0 : 1);
-        !s.ok()) {
-      return s;
+    if (t.dtype == DType::kBool && t.device.type == "cpu") {
+      return absl::InvalidArgumentError("topk does not support bool dtypes on CPU");
     }
     std::vector<int64_t> sizes = t.sizes;
     if (t.dim() > 0) sizes[static_cast<size_t>(*dim)] = k;
@@ -326,7 +323,7 @@ void RegisterReductionOps(Registry& r) {
            "Tensor input, int[1] dim, bool keepdim=False, *, dtype? dtype=None"},
           {"Tensor self, *, dtype? dtype=None",
            "Tensor self, int[1] dim, bool keepdim=False, *, dtype? dtype=None"},
-          kReduction, reduce({"prod", ReduceDType::kSumLike, kHalf, false, true}));
+          kReduction, reduce({"prod", ReduceDType::kSumLike, kNoDTypes, false, true}));
   for (absl::string_view name : {"amax", "amin"}) {
     AddBoth(r, name, {"Tensor input, int[1]? dim=[], bool keepdim=False"},
             {"Tensor self, int[1]? dim=[], bool keepdim=False"}, kReduction,
@@ -334,7 +331,7 @@ void RegisterReductionOps(Registry& r) {
   }
   AddBoth(r, "logsumexp", {"Tensor input, int[1] dim, bool keepdim=False"},
           {"Tensor self, int[1] dim, bool keepdim=False"}, kReduction,
-          reduce({"logsumexp", ReduceDType::kToFloat, kHalf}));
+          reduce({"logsumexp", ReduceDType::kToFloat, kNoDTypes}));
   for (absl::string_view name : {"argmax", "argmin"}) {
     AddBoth(r, name, {"Tensor input, int? dim=None, bool keepdim=False"},
             {"Tensor self, int? dim=None, bool keepdim=False"}, kReduction,

@@ -13,8 +13,8 @@
 // What "exactly as torch" means here, and where it stops:
 //  - An op with no entry is reported as NotFound ("unknown op"), never guessed;
 //    an argument combination an entry does not model is Unimplemented.
-//  - dtype rules include torch 1.13's CPU kernel coverage (sin has no float16
-//    CPU kernel, so sin on a CPU float16 tensor is an error, as in torch).
+//  - dtype rules include torch 2.14's CPU kernel coverage (argmax has no bool
+//    kernel, so argmax of a CPU bool tensor is an error, as in torch).
 //  - Strides are exact for views and for the outputs whose layout torch
 //    defines (TensorIterator outputs, fresh contiguous results); where torch
 //    picks a layout the registry does not model, strides are left empty

@@ -580,7 +580,7 @@ absl::Status SameDType(const TensorMeta& a, const TensorMeta& b, absl::string_vi
 }
 
 absl::Status MatmulKernel(absl::string_view kernel, const TensorMeta& t) {
-  return CheckKernel(kernel, t.dtype, t.device, kBoolSet | kHalf);
+  return CheckKernel(kernel, t.dtype, t.device, kBoolSet);
 }
 
 absl::StatusOr<Value> Mm(const TensorMeta& a, const TensorMeta& b) {
@@ -591,10 +591,10 @@ absl::StatusOr<Value> Mm(const TensorMeta& a, const TensorMeta& b) {
                                                    a.sizes[0], "x", a.sizes[1], " and ", b.sizes[0],
                                                    "x", b.sizes[1], ")"));
   }
-  // The CPU addmm returns (zero-filled) before checking dtypes when there
-  // is nothing to multiply.
+  if (absl::Status s = SameDType(a, b, "mm"); !s.ok()) return s;
+  // The CPU addmm returns (zero-filled) before its kernel when there is
+  // nothing to multiply.
   if (a.numel() != 0 && b.numel() != 0) {
-    if (absl::Status s = SameDType(a, b, "mm"); !s.ok()) return s;
     if (absl::Status s = MatmulKernel("addmm_impl", a); !s.ok()) return s;
   }
   return Value(
@@ -623,12 +623,11 @@ absl::StatusOr<Value> Matmul(const TensorMeta& a, const TensorMeta& b) {
         "both arguments to matmul need to be at least 1D, but they are ", da, "D and ", db, "D"));
   }
   const bool grad = a.requires_grad || b.requires_grad;
-  // mm and mv return before checking dtypes when an operand is empty.
+  // mm and mv check dtypes first, but return before their kernels when an
+  // operand is empty.
   const bool empty = a.numel() == 0 || b.numel() == 0;
   const bool mm_path = !(da == 1 && db == 1) && !(da >= 3 && db >= 3);
-  if (!(empty && mm_path)) {
-    if (absl::Status s = SameDType(a, b, "matmul"); !s.ok()) return s;
-  }
+  if (absl::Status s = SameDType(a, b, "matmul"); !s.ok()) return s;
   std::vector<int64_t> sizes;
   if (da == 1 && db == 1) {
     if (a.sizes[0] != b.sizes[0]) {
@@ -753,7 +752,7 @@ absl::StatusOr<Value> Addmm(const Args& args) {
 }
 
 // baddbmm(input, batch1, batch2, *, beta, alpha): bmm plus a bias broadcast
-// to it (nn.MultiheadAttention's masked attention scores in torch 1.13).
+// to it (masked attention scores of hand-written attention).
 absl::StatusOr<Value> Baddbmm(const Args& args, absl::string_view self) {
   const TensorMeta& bias = args.Tensor(self);
   const TensorMeta& a = args.Tensor("batch1");
@@ -767,7 +766,12 @@ absl::StatusOr<Value> Baddbmm(const Args& args, absl::string_view self) {
                                                    Dims(bias.sizes), " does not match the result ",
                                                    Dims(sizes)));
   }
-  // Unlike addmm, the CPU kernel casts the bias: the result has the batches' dtype.
+  if (bias.dtype != a.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("Input dtypes must be the same, got: input ",
+                                                   DTypeName(bias.dtype), ", batch1: ",
+                                                   DTypeName(a.dtype), ", batch2: ",
+                                                   DTypeName(b.dtype)));
+  }
   TensorMeta out = bmm->as_tensor();
   out.requires_grad = out.requires_grad || bias.requires_grad;
   return Value(std::move(out));

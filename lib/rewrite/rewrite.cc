@@ -338,6 +338,20 @@ class Emitter {
         }
         return Remember(v);
       }
+      case VarKind::kGenerator: {
+        // A generator expression the trace made but never resumed: calling
+        // its function again on the same arguments makes the same generator.
+        // One it has resumed holds a frame midway, which bytecode cannot
+        // rebuild.
+        if (v->position != 0 || !v->self) return Unrebuildable("a generator the trace has started");
+        Emit(op::kPushNull);
+        if (absl::Status s = Load(v->self); !s.ok()) return s;
+        for (const VarPtr& item : v->items) {
+          if (absl::Status s = Load(item); !s.ok()) return s;
+        }
+        Call(static_cast<int>(v->items.size()));
+        return Remember(v);
+      }
       case VarKind::kSlice:
         for (const VarPtr& item : v->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;

@@ -701,13 +701,18 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
   } else {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("calling ", Describe(*fn)), "");
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallModuleTreeGenerator(fn, args, kwargs)) {
+    return *std::move(r);
+  }
   if (fn->self) args.insert(args.begin(), fn->self);
   Frame frame;
-  if (absl::Status s = PrepareFrame(frame, code, globals); !s.ok()) return s;
+  if (absl::Status s = PrepareFrame(frame, code, globals, /*generator=*/true); !s.ok()) return s;
+  std::vector<VarPtr> given = frame.generator ? args : std::vector<VarPtr>();
   frames_.push_back(&frame);  // so argument errors point into the callee
   absl::Status bound = BindArguments(frame, callee, std::move(args), std::move(kwargs));
   frames_.pop_back();
   if (!bound.ok()) return bound;
+  if (frame.generator) return MakeGenerator(callee, std::move(frame), std::move(given));
   return RunFrame(frame);
 }
 
@@ -734,6 +739,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       args.empty() && IsCompilingQuery(fn->object.get())) {
     return Var::Constant(python::FromBool(true));
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);
   bool any_tensor = false;
   for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
   for (const auto& kv : kwargs) any_tensor |= ContainsTensor(kv.second);
@@ -822,9 +828,14 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           return Var::Constant(python::FromBool(false));
         }
       }
+      // Grad mode is the trace's own: the mode at entry (guarded as
+      // grad_mode) as the traced with-blocks changed it.
+      if (Object f = TorchAttr("is_grad_enabled"); f && f.get() == fn->object.get() && args.empty()) {
+        return Var::Constant(python::FromBool(grad_enabled_));
+      }
       // Interpreter-wide state that shapes torch's Python code paths: read
       // now, guarded, and constant in the graph.
-      for (const char* state : {"is_autocast_enabled", "is_autocast_cpu_enabled", "is_grad_enabled",
+      for (const char* state : {"is_autocast_enabled", "is_autocast_cpu_enabled",
                                 "is_inference_mode_enabled"}) {
         if (Object f = TorchAttr(state); f && f.get() == fn->object.get() && args.empty()) {
           absl::StatusOr<Object> value = python::Call(f);

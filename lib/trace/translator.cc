@@ -673,6 +673,11 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     case op::kContainsOp: {
       POP_OR_RETURN(container);
       POP_OR_RETURN(item);
+      if (container->kind == VarKind::kGenerator) {
+        ASSIGN_OR_RETURN(found, GeneratorContains(container, item));
+        push(Var::Constant(python::FromBool(found != (in.arg == 1))));
+        return absl::OkStatus();
+      }
       ASSIGN_OR_RETURN(found, Contains(container, item));
       push(Var::Constant(python::FromBool(found != (in.arg == 1))));
       return absl::OkStatus();
@@ -891,6 +896,7 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     }
     case op::kForIter: {
       VarPtr& it = f.stack.back();
+      if (it->kind == VarKind::kGenerator) return ForIterGenerator(f, in);
       if (it->kind != VarKind::kIterator) {
         return Break(ir::GraphBreak::UNSUPPORTED_OPCODE,
                      absl::StrCat("iterating over ", Describe(*it), " made outside the trace"),
@@ -1006,8 +1012,9 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
       return absl::OkStatus();
     }
     case op::kReturnGenerator:
-      return Break(ir::GraphBreak::UNSUPPORTED_OPCODE, "generators are not traced",
-                   "use a list comprehension instead of a generator");
+      return ReturnGenerator(f);
+    case op::kYieldValue:
+      return YieldValue(f, result);
     default:
       return Break(ir::GraphBreak::UNSUPPORTED_OPCODE,
                    absl::StrCat("the translator does not implement ", in.name),
@@ -1029,7 +1036,7 @@ absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> Translator::Decoded
 }
 
 absl::Status Translator::PrepareFrame(Frame& frame, const python::Object& code,
-                                      const python::Object& globals) {
+                                      const python::Object& globals, bool generator) {
   absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> d = Decoded(code);
   if (!d.ok()) return d.status();
   frame.code = *d;
@@ -1044,7 +1051,8 @@ absl::Status Translator::PrepareFrame(Frame& frame, const python::Object& code,
     }
   }
   frame.locals.assign(frame.code->localsplus.size(), nullptr);
-  if (frame.code->flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+  frame.generator = generator && IsGeneratorExpression(*frame.code);
+  if (!frame.generator && (frame.code->flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                  absl::StrCat("calling the generator or coroutine ", frame.code->qualname),
                  "generators and coroutines are not traced; use a list comprehension");
@@ -1337,6 +1345,8 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
       }
       return out;
     }
+    case VarKind::kGenerator:
+      return DrainGenerator(v);
     case VarKind::kIterator: {
       std::vector<VarPtr> rest(v->items.begin() + static_cast<long>(v->position), v->items.end());
       v->position = v->items.size();
@@ -1405,7 +1415,7 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Unpack(const VarPtr& v, size_t e
 }
 
 absl::StatusOr<VarPtr> Translator::GetIter(const VarPtr& v) {
-  if (v->kind == VarKind::kIterator) return v;
+  if (v->kind == VarKind::kIterator || v->kind == VarKind::kGenerator) return v;
   absl::StatusOr<std::vector<VarPtr>> items = Materialize(v);
   if (!items.ok()) return items.status();
   return Var::Iterator(*std::move(items));

@@ -1,6 +1,7 @@
 // The Translator class behind Trace() (translator.h), split over
-// translator.cc (frames and opcodes) and calls.cc (calls, attributes, and
-// turning real Python objects into trackers). Not a public header.
+// translator.cc (frames and opcodes), calls.cc (calls, attributes, and
+// turning real Python objects into trackers) and generators.cc (generator
+// expressions run lazily). Not a public header.
 #pragma once
 
 #include <optional>
@@ -48,7 +49,10 @@ class Translator {
     std::vector<VarPtr> closure; // cells for COPY_FREE_VARS
     size_t ip = 0;               // index of the current instruction
     VarPtr kw_names;             // set by KW_NAMES for the next CALL
+    bool generator = false;      // a generator's frame, resumed by generators.cc
+    bool yielded = false;        // RunFrame returned at a YIELD_VALUE
   };
+  friend struct GeneratorState;
 
   // --- frames and opcodes (translator.cc) ---
   absl::StatusOr<VarPtr> RunFrame(Frame& frame);
@@ -68,7 +72,39 @@ class Translator {
   absl::Status BindArguments(Frame& frame, const VarPtr& function, std::vector<VarPtr> args,
                              Kwargs kwargs);
   absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> Decoded(const python::Object& code);
-  absl::Status PrepareFrame(Frame& frame, const python::Object& code, const python::Object& globals);
+  // A generator's code is refused unless `generator`: the frame then runs
+  // only through generators.cc.
+  absl::Status PrepareFrame(Frame& frame, const python::Object& code, const python::Object& globals,
+                            bool generator = false);
+
+  // --- generators (generators.cc) ---
+  // Generator expressions are traced lazily: calling one makes a generator
+  // tracker holding its suspended frame; whatever iterates it (FOR_ITER,
+  // next, any/all, list, sum, ...) resumes the frame up to its next
+  // YIELD_VALUE, as CPython does.
+  static bool IsGeneratorExpression(const bytecode::DecodedCode& code);
+  VarPtr MakeGenerator(const VarPtr& function, Frame frame, std::vector<VarPtr> args);
+  // The next value of a generator or iterator tracker; nothing at its end.
+  absl::StatusOr<std::optional<VarPtr>> NextValue(const VarPtr& iterator);
+  absl::StatusOr<std::vector<VarPtr>> DrainGenerator(const VarPtr& generator);
+  absl::Status YieldValue(Frame& f, std::optional<VarPtr>& result);
+  absl::Status ReturnGenerator(Frame& f);
+  absl::Status ForIterGenerator(Frame& f, const bytecode::Instruction& in);
+  absl::StatusOr<bool> GeneratorContains(const VarPtr& generator, const VarPtr& item);
+  // A call with a generator argument: the builtins that consume it lazily
+  // (any, all, next, iter, enumerate, zip, map, filter), dict/min/max and
+  // str.join (which take all of it), inlined functions (which iterate it as
+  // Python would); anything else is a graph break. Nothing when no argument
+  // is a generator or the call proceeds as usual with `args` rewritten.
+  std::optional<absl::StatusOr<VarPtr>> CallWithGenerator(const VarPtr& fn,
+                                                          std::vector<VarPtr>& args,
+                                                          Kwargs& kwargs);
+  // nn.Module's own generator methods over its module tree (modules,
+  // children, named_modules, named_children): read from the real module, an
+  // iterator over the result. Nothing for any other function.
+  std::optional<absl::StatusOr<VarPtr>> CallModuleTreeGenerator(const VarPtr& fn,
+                                                                const std::vector<VarPtr>& args,
+                                                                const Kwargs& kwargs);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

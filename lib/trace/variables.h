@@ -44,9 +44,11 @@ enum class VarKind {
   kClass,         // a Python class (for isinstance and attribute reads)
   kDictView,      // d.keys() / d.values() / d.items(): a live view of the kDict `self`
   kOpaque,        // any other Python object: attributes readable, nothing callable
+  kGenerator,     // a generator run lazily by the trace (generators.cc)
 };
 
 struct Var;
+struct GeneratorState;  // generators.cc
 using VarPtr = std::shared_ptr<Var>;
 
 struct Var {
@@ -86,6 +88,10 @@ struct Var {
   std::vector<VarPtr> closure;
   // kCell
   VarPtr value;
+  // kGenerator: its suspended frame or adapter. A generator expression also
+  // keeps its function in `self` and its arguments in `items`, and counts
+  // the values taken in `position`: untouched, it is rebuilt by calling again.
+  std::shared_ptr<GeneratorState> generator;
   // kDType / kDevice / kGradMode
   ops::DType dtype = ops::DType::kFloat32;
   ops::Device device;

@@ -398,6 +398,11 @@ class BreaksTest(unittest.TestCase):
         result = run(BREAKS, "--fn", "normalize", *BREAK_INPUTS)
         self.assertEqual(result.returncode, 0, result.stderr)
         text = result.stdout.replace(REPO, "<repo>")
+        # The header names the interpreter and torch the capture ran with; the
+        # golden holds placeholders so that it does not change with them.
+        versions = re.compile(r"— Python (\d+\.\d+\.\d+\S*), torch (\S+), ")
+        self.assertRegex(text.splitlines()[0], versions)
+        text = versions.sub("— Python <python>, torch <torch>, ", text, count=1)
         if os.environ.get("DYNAMO_UPDATE_GOLDEN"):
             with open(GOLDEN, "w") as f:
                 f.write(text)

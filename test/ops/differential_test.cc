@@ -1,7 +1,7 @@
 // The op registry against real torch. test/python/ops_cases.py generates
 // argument combinations for every registry entry (shapes with broadcasting,
 // size-1 and zero-size dims, six dtypes, negative dims, keyword forms), runs
-// torch 1.13 on small CPU tensors and hands back the arguments' and results'
+// the project's torch (2.14) on small CPU tensors and hands back the arguments' and results'
 // metadata (or torch's exception). Here each case's arguments go through
 // Registry::Infer, and the inferred metadata must equal torch's: sizes,
 // dtype, device and requires_grad always, strides whenever the registry

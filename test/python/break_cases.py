@@ -1442,3 +1442,74 @@ case("mod_scipy_method", seeded(SpectralHead(), 10),
      [lambda: A(T(2, 4, seed=142)), lambda: A(T(2, 4, seed=143), gain=1.0)],
      graphs=2, breaks=1, tags=("module", "scipy", "nested", "dict", "defaults"),
      why="R4: the module's own helper method does numpy+scipy: one site; [linear,mul] | [mul]")
+
+
+# ============================================================ generator expressions
+def gen_across_print(x, xs):
+    y = x + 1
+    g = (t * 2 for t in xs)
+    print("generator made", len(xs))
+    return y + sum(g)
+
+
+case("gen_across_print", gen_across_print, [lambda: A(T(3, seed=150), [T(3, seed=151), T(3, seed=152)])],
+     graphs=2, breaks=2, tags=("generator", "print", "list"),
+     why="[add] | print: the untouched generator is rebuilt by calling the expression again | "
+         "sum() over that real generator runs in Python (its frame is CPython's, not the "
+         "trace's) | [add]")
+
+
+def gen_to_python(x):
+    n = len(bytes(i for i in range(x.shape[0])))
+    return x * n
+
+
+case("gen_to_python", gen_to_python, [lambda: A(T(4, seed=153))],
+     graphs=1, breaks=1, tags=("generator", "unknown_c"),
+     why="bytes() of a generator is a call the translator cannot see: the generator is "
+         "rebuilt and handed to Python; no op before it; resume [mul]")
+
+
+def gen_started_across_print(x, xs):
+    g = (t * x for t in xs)
+    first = next(g)
+    print("first taken")
+    return first + sum(g)
+
+
+case("gen_started_across_print", gen_started_across_print,
+     [lambda: A(T(3, seed=154), [T(3, seed=155), T(3, seed=156), T(3, seed=157)])],
+     graphs=0, breaks=1, tags=("generator", "print", "list"),
+     why="a generator resumed before the break holds a frame midway, which bytecode cannot "
+         "rebuild: the call runs as plain Python, equal to eager")
+
+
+def gen_any_side_effect(x, log):
+    def note(t):
+        log.append(t.shape[0])
+        return t.shape[0] > 2
+    hit = any(note(t) for t in (x, x[:2], x[:1]))
+    print("noted", len(log))
+    return x * 2 if hit else x
+
+
+case("gen_any_side_effect", gen_any_side_effect,
+     [lambda: A(T(3, seed=158), []), lambda: A(T(2, seed=159), [])],
+     graphs=1, breaks=1, tags=("generator", "print", "closure", "side_effect"),
+     why="any() stops at the first true value, as in Python: 3 rows hit at once (log [3], "
+         "replayed), 2 rows try all three (log [2, 2, 1]); no op before the print (slices "
+         "unused), resume [mul] for the hit, nothing for the miss")
+
+
+# ============================================================ grad mode
+def grad_mode_query(x):
+    with torch.no_grad():
+        y = x * 2 if torch.is_grad_enabled() else x - 1
+    print("grad mode read")
+    return y + torch.is_grad_enabled()
+
+
+case("grad_mode_query", grad_mode_query, [lambda: A(T(3, seed=160))],
+     graphs=2, breaks=1, tags=("no_grad", "print"),
+     why="torch.is_grad_enabled() is the trace's own mode: False inside the with "
+         "([sub], not [mul]), True after it | print | [add]")

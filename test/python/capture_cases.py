@@ -510,6 +510,38 @@ dict_in = DictIn().eval()
 no_blocks = OptionalBlocks(0).eval()
 two_blocks = OptionalBlocks(2).eval()
 
+# --- generator expressions: run lazily by whatever consumes them -----------------
+def genexpr_sum_dict(d):
+    return sum(v.sum() for v in d.values())
+
+
+def genexpr_tuple(x):
+    return tuple(x * i for i in range(3))
+
+
+def genexpr_any_all(xs, n):
+    if any(t.dim() > 2 for t in xs):
+        return xs[0] * 0
+    if all(t.shape[0] == n for t in xs):
+        return xs[0] + xs[1]
+    return xs[0] - xs[1]
+
+
+def genexpr_consumers(x, ys):
+    scale = x.shape[0]  # a closure of the expression
+    first = next(y * scale for y in ys)
+    pairs = [a + b for a, b in zip((y + 1 for y in ys), ys)]
+    total = x
+    for i, y in enumerate(t.relu() for t in ys):
+        total = total + y * i
+    longest = max(t.shape[0] for t in ys)
+    label = ",".join(str(i) for i in range(longest))
+    both = torch.cat([*(t * 2 for t in ys), *(t - 1 for t in (u for u in ys))])
+    keyed = dict((f"k{i}", t.sum()) for i, t in enumerate(ys))
+    return (first, torch.stack(pairs), total * len(label), both, keyed["k0"] + keyed["k1"],
+            sorted(t.shape[0] for t in ys))
+
+
 I = lambda *s: r(*s, dtype=torch.int64)  # noqa: E731
 
 CASES = [
@@ -581,6 +613,10 @@ CASES = [
     ("two_blocks.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("sets", ["f32[3]", "str:sum"], lambda: (r(3), "sum")),
     ("returns_dict", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("genexpr_sum_dict", ["{a:f32[2,3],b:f32[4]}"], lambda: ({"a": r(2, 3), "b": r(4)},)),
+    ("genexpr_tuple", ["f32[3]"], lambda: (r(3),)),
+    ("genexpr_any_all", ["[f32[2,3],f32[2,3]]", "int:2"], lambda: ([r(2, 3), r(2, 3)], 2)),
+    ("genexpr_consumers", ["f32[3]", "[f32[3],f32[3]]"], lambda: (r(3), [r(3), r(3)])),
 ]
 
 

@@ -1,5 +1,6 @@
 """The larger models offline capture must take as one graph each:
-torchvision's resnet18 and mobilenet_v2 (eval) and a transformer block."""
+torchvision's resnet18 and mobilenet_v2 (eval), a transformer block and
+nn.TransformerEncoderLayer."""
 import torch
 import torch.nn as nn
 import torchvision
@@ -31,12 +32,18 @@ class TransformerBlock(nn.Module):
 
 
 transformer = TransformerBlock().eval()
+# torch 2's encoder layer: its forward asks any(... for m in self.modules())
+# and all(... for x in tensor_args) before attention by
+# F.scaled_dot_product_attention.
+encoder_layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True,
+                                           norm_first=True, activation="gelu").eval()
 
 # (target, specs, make_inputs)
 MODELS = [
     ("resnet18.forward", ["f32[2,3,64,64]"], lambda: (torch.randn(2, 3, 64, 64),)),
     ("mobilenet_v2.forward", ["f32[2,3,64,64]"], lambda: (torch.randn(2, 3, 64, 64),)),
     ("transformer.forward", ["i64[2,16]"], lambda: (torch.randint(0, 100, (2, 16)),)),
+    ("encoder_layer.forward", ["f32[2,10,32]"], lambda: (torch.randn(2, 10, 32),)),
 ]
 
 

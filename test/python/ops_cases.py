@@ -817,6 +817,135 @@ def _dropout(name):
         yield (T(2, 3, layout="transposed"), 0.5), {"inplace": True}
 
 
+@gen(NN + "scaled_dot_product_attention")
+def _sdpa(name):
+    # (query, key, value) shapes: heads, plain batches, 2-D, broadcast and
+    # rank-broadcast batches, value width != key width, empty L and S, and
+    # ones that do not multiply or broadcast.
+    qkv = [((2, 4, 5, 8), (2, 4, 6, 8), (2, 4, 6, 3)), ((4, 5, 8), (4, 6, 8), (4, 6, 8)),
+           ((5, 8), (6, 8), (6, 3)), ((2, 3, 4, 5, 8), (2, 3, 4, 6, 8), (2, 3, 4, 6, 3)),
+           ((2, 4, 5, 8), (1, 4, 6, 8), (1, 4, 6, 3)), ((1, 4, 5, 8), (2, 4, 6, 8), (2, 4, 6, 3)),
+           ((2, 4, 5, 8), (4, 6, 8), (4, 6, 3)), ((5, 8), (2, 4, 6, 8), (2, 4, 6, 3)),
+           ((2, 4, 0, 8), (2, 4, 6, 8), (2, 4, 6, 3)), ((2, 4, 5, 8), (2, 4, 0, 8), (2, 4, 0, 3)),
+           ((2, 4, 5, 8), (2, 4, 6, 7), (2, 4, 6, 3)), ((2, 4, 5, 8), (2, 4, 6, 8), (2, 4, 7, 3)),
+           ((2, 4, 5, 8), (3, 4, 6, 8), (3, 4, 6, 3)), ((8,), (8,), (8,))]
+    for q, k, v in qkv:
+        yield (T(*q), T(*k), T(*v)), {}
+    for d in DTYPES:
+        yield (T(2, 5, 8, dtype=d), T(2, 6, 8, dtype=d), T(2, 6, 3, dtype=d)), {}
+    yield (T(2, 5, 8, dtype=torch.float64), T(2, 6, 8), T(2, 6, 3)), {}
+    yield (T(2, 5, 8), T(2, 6, 8, dtype=torch.float64), T(2, 6, 3, dtype=torch.float64)), {}
+    q, k, v = T(2, 4, 5, 8), T(2, 4, 6, 8), T(2, 4, 6, 3)
+    # Masks: bool and float, every broadcastable rank, wrong shapes and dtypes.
+    for m in [T(5, 6, dtype=torch.bool), T(5, 6), T(1, 6), T(4, 5, 6), T(2, 1, 5, 6),
+              T(2, 4, 5, 6, dtype=torch.bool), T(5, 7), T(2, 5, 6), T(3, 2, 4, 5, 6), T(6),
+              T(5, 6, dtype=torch.float64), T(5, 6, dtype=torch.int64), T(5, 6, dtype=torch.float16)]:
+        yield (q, k, v, m), {}
+        yield (q, k, v), {"attn_mask": m}
+    yield (T(2, 5, 8, dtype=torch.float64), T(2, 6, 8, dtype=torch.float64),
+           T(2, 6, 3, dtype=torch.float64)), {"attn_mask": T(5, 6)}
+    for m in [T(1, 1, 5, 6), T(1, 5, 6), T(1, 1, 1, 5, 6)]:
+        yield (T(5, 8), T(6, 8), T(6, 3)), {"attn_mask": m}
+        yield (T(4, 5, 8), T(4, 6, 8), T(4, 6, 3)), {"attn_mask": m}
+    yield (T(4, 5, 8), T(4, 6, 8), T(4, 6, 3)), {"attn_mask": T(2, 1, 5, 6)}
+    yield (T(4, 5, 8), T(4, 6, 8), T(4, 6, 3)), {"attn_mask": T(1, 4, 5, 6)}
+    # is_causal (with and without a mask), dropout, scale, grad, layouts.
+    yield (q, k, v), {"is_causal": True}
+    yield (T(2, 4, 7, 8), k, v), {"is_causal": True}
+    yield (q, k, v, None, 0.0, True), {}
+    yield (q, k, v, T(5, 6, dtype=torch.bool)), {"is_causal": True}
+    for p in (0.0, 0.5, 1.0, 1.5, -0.1):
+        yield (q, k, v), {"dropout_p": p}
+    yield (q, k, v, None, 0.3), {}
+    yield (q, k, v), {"scale": 0.3}
+    yield (q, k, v), {"scale": 0.3, "is_causal": True, "dropout_p": 0.2}
+    yield (q, k, v, None, 0.0, False, 0.3), {}
+    yield (T(2, 4, 5, 8, requires_grad=True), k, v), {}
+    yield (q, k, T(2, 4, 6, 3, requires_grad=True)), {}
+    yield (q, k, v, T(5, 6, requires_grad=True)), {}
+    yield (T(2, 4, 5, 8, layout="transposed"), T(2, 4, 6, 8, layout="permuted"), v), {}
+    yield (T(2, 5, 4, 8, layout="strided"), T(2, 5, 6, 8), T(2, 5, 6, 8, layout="expanded")), {}
+    # Grouped-query attention: key/value heads divide the query's.
+    yield (q, T(2, 2, 6, 8), T(2, 2, 6, 3)), {"enable_gqa": True}
+    yield (q, T(2, 2, 6, 8), T(2, 1, 6, 3)), {"enable_gqa": True}
+    yield (q, T(2, 3, 6, 8), T(2, 3, 6, 3)), {"enable_gqa": True}
+    yield (q, T(2, 2, 6, 8), T(2, 2, 6, 3)), {}
+    yield (T(4, 5, 8), T(2, 6, 8), T(2, 6, 3)), {"enable_gqa": True}
+    # Layouts, which decide the backend: nn.MultiheadAttention's heads are
+    # views of (L, B*H, E) projections; value width equal to the query's.
+    def heads(b, h, n, e, **kw):
+        return Spec((b, h, n, e), values=lambda shape: torch.randn(shape[2], shape[0] * shape[1], shape[3])
+                    .transpose(0, 1).reshape(shape), **kw)
+    for d in FLOATS + [torch.bfloat16]:
+        same = (T(2, 4, 5, 8, dtype=d), T(2, 4, 6, 8, dtype=d), T(2, 4, 6, 8, dtype=d))
+        yield same, {}
+        yield (T(2, 4, 5, 8, dtype=d, layout="permuted"),) + same[1:], {}
+        yield (T(2, 4, 5, 8, dtype=d, layout="transposed"),) + same[1:], {}
+        yield (heads(2, 4, 5, 8, dtype=d), heads(2, 4, 6, 8, dtype=d), heads(2, 4, 6, 8, dtype=d)), {}
+    for kw in [{}, {"is_causal": True}, {"dropout_p": 0.3}, {"scale": 0.5},
+               {"attn_mask": T(5, 6, dtype=torch.bool)}, {"attn_mask": T(1, 1, 5, 6)}]:
+        yield (heads(2, 4, 5, 8), heads(2, 4, 6, 8), heads(2, 4, 6, 8)), kw
+        yield (heads(2, 4, 5, 8, requires_grad=True), heads(2, 4, 6, 8), heads(2, 4, 6, 8)), kw
+        yield (heads(1, 4, 5, 8), heads(1, 4, 6, 8), heads(1, 4, 6, 8)), kw
+        yield (heads(2, 4, 5, 8), T(2, 4, 6, 8), heads(2, 4, 6, 8, layout="transposed")), kw
+        yield (heads(2, 4, 5, 8), heads(2, 4, 6, 8), heads(2, 4, 6, 3)), kw
+        yield (T(8, 5, 8, layout="transposed"), T(8, 6, 8), T(8, 6, 8)), kw
+        yield (heads(2, 4, 5, 8), heads(1, 4, 6, 8), heads(1, 4, 6, 8)), kw
+
+
+@gen("torch._native_multi_head_attention", "torch._transformer_encoder_layer_fwd")
+def _fused_attention(name):
+    # What nn.MultiheadAttention and nn.TransformerEncoderLayer pass in eval
+    # with grad disabled, and the shapes, masks and dtypes around it.
+    def proj(e, d=torch.float32, g=False):
+        return [T(3 * e, e, dtype=d, requires_grad=g), T(3 * e, dtype=d), T(e, e, dtype=d), T(e, dtype=d)]
+
+    def ffn(e, f=16, d=torch.float32):
+        return [T(e, dtype=d), T(e, dtype=d), T(e, dtype=d), T(e, dtype=d),
+                T(f, e, dtype=d), T(f, dtype=d), T(e, f, dtype=d), T(e, dtype=d)]
+
+    masks = [(None, None), (T(5, 5, dtype=torch.bool), 0), (T(5, 5), 0), (T(2, 5, dtype=torch.bool), 1),
+             (T(2, 5), 1), (T(2, 4, 5, 5, dtype=torch.bool), 2), (T(2, 4, 5, 5, dtype=torch.bool), None),
+             (T(2, 4, 5, 5, dtype=torch.bool), 0), (T(5, 5, dtype=torch.bool), None),
+             (T(2, 5, dtype=torch.bool), 0), (T(5, 5, dtype=torch.bool), 1), (T(5, 5), 2), (None, 1)]
+    if name == "torch._native_multi_head_attention":
+        x = T(2, 5, 8)
+        for m, mt in masks:
+            for nw, avg in [(True, True), (True, False), (False, True)]:
+                yield (x, x, x, 8, 4, *proj(8), m, nw, avg, mt), {}
+        for d in FLOATS:
+            y = T(2, 5, 8, dtype=d)
+            yield (y, y, y, 8, 4, *proj(8, d)), {}
+        yield (T(2, 5, 8, dtype=torch.float64),) * 3 + (8, 4, *proj(8)), {}
+        yield (x, x, x, 8, 4, *proj(8, g=True)), {}
+        yield (T(2, 5, 8, requires_grad=True), x, x, 8, 4, *proj(8)), {}
+        yield (x, T(2, 5, 8), T(2, 5, 8), 8, 4, *proj(8)), {"need_weights": False}
+        yield (x, T(2, 3, 8), T(2, 3, 8), 8, 4, *proj(8)), {}
+        yield (x, x, x, 6, 4, *proj(8)), {}
+        yield (x, x, x, 8, 3, *proj(8)), {}
+        yield (T(2, 5, 6),) * 3 + (6, 3, *proj(6)), {}
+        yield (x, x, x, 8, 4, T(16, 8), T(24), T(8, 8), T(8)), {}
+        yield (T(2, 0, 8),) * 3 + (8, 4, *proj(8)), {}
+        yield (T(5, 8),) * 3 + (8, 4, *proj(8)), {}
+        yield (T(1, 2, 5, 8),) * 3 + (8, 4, *proj(8)), {}
+    else:
+        x = T(2, 5, 8)
+        for gelu in (False, True):
+            for nf in (False, True):
+                yield (x, 8, 4, *proj(8), gelu, nf, 1e-5, *ffn(8)), {}
+        for m, mt in masks:
+            yield (x, 8, 4, *proj(8), False, False, 1e-5, *ffn(8), m, mt), {}
+        for d in FLOATS:
+            yield (T(2, 5, 8, dtype=d), 8, 4, *proj(8, d), True, True, 1e-6, *ffn(8, d=d)), {}
+        yield (T(2, 5, 8, requires_grad=True), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (x, 8, 4, *proj(8, g=True), False, False, 1e-5, *ffn(8)), {}
+        yield (T(2, 0, 8), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (T(5, 8), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (x, 6, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (x, 8, 3, *proj(8), False, False, 1e-5, *ffn(8)), {}
+        yield (T(2, 5, 8, dtype=torch.float64), 8, 4, *proj(8), False, False, 1e-5, *ffn(8)), {}
+
+
 @gen(*[NN + n for n in ["relu", "relu6", "hardtanh", "gelu", "silu", "leaky_relu", "sigmoid", "tanh",
                          "hardswish", "hardsigmoid"]], "torch.relu_")
 def _activation(name):

@@ -1,0 +1,408 @@
+// Generators: what the translator knows about generator expressions, and the
+// iterators made over them (enumerate, zip, map, filter).
+//
+//   all(_check_arg_device(x) for x in tensor_args)
+//
+// Calling a generator expression runs nothing: it makes a kGenerator tracker
+// holding the suspended frame (its one argument, the iterator `.0`, already
+// bound). Whatever iterates it resumes that frame, inlined like any call,
+// until its next YIELD_VALUE, so values are produced one at a time and only
+// as many as the consumer takes: any() and all() stop at the deciding value,
+// FOR_ITER takes one per iteration, `in` stops at a match. Consumers that
+// take everything (list, tuple, sum, sorted, set, unpacking, str.join, ...)
+// drain it. A generator that leaves the trace untouched is rebuilt by the
+// rewritten code (calling the expression's function again); one the trace
+// has started cannot be, and a use the translator does not model (send,
+// attributes, passing it to code it cannot see) is a graph break.
+#include <Python.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "lib/python/error.h"
+#include "lib/trace/translator_internal.h"
+
+namespace dynamo::trace {
+
+// The state behind a kGenerator tracker.
+struct GeneratorState {
+  enum class Kind { kFrame, kEnumerate, kZip, kMap, kFilter };
+  Kind kind = Kind::kFrame;
+  // kFrame: the expression's frame, suspended at its start or after a yield.
+  std::unique_ptr<Translator::Frame> frame;
+  bool started = false;
+  bool running = false;  // resuming it from inside itself is Python's ValueError
+  bool finished = false;
+  // Adapters: the iterators they pull from (generators or iterator trackers),
+  // map's and filter's function, enumerate's next count.
+  std::vector<VarPtr> inputs;
+  VarPtr function;
+  int64_t count = 0;
+};
+
+namespace {
+
+bool AnyGenerator(const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  for (const VarPtr& a : args) {
+    if (a->kind == VarKind::kGenerator) return true;
+  }
+  for (const auto& kv : kwargs) {
+    if (kv.second->kind == VarKind::kGenerator) return true;
+  }
+  return false;
+}
+
+VarPtr NewGenerator(GeneratorState::Kind kind) {
+  VarPtr v = Var::OfKind(VarKind::kGenerator, python::Object());
+  v->generator = std::make_shared<GeneratorState>();
+  v->generator->kind = kind;
+  return v;
+}
+
+// `sep.join` of a str or bytes: a method that takes all of its iterable.
+bool IsJoin(const VarPtr& fn) {
+  if (!fn->object || !PyCFunction_Check(fn->object.get())) return false;
+  PyObject* self = PyCFunction_GET_SELF(fn->object.get());
+  if (self == nullptr || !(PyUnicode_Check(self) || PyBytes_Check(self))) return false;
+  return absl::string_view(reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name) ==
+         "join";
+}
+
+}  // namespace
+
+bool Translator::IsGeneratorExpression(const bytecode::DecodedCode& code) {
+  // Generator functions (def ... yield) may hold try/finally and with blocks
+  // that CPython runs when an abandoned generator is closed; the trace does
+  // not model that, so only generator expressions are traced.
+  return (code.flags & CO_GENERATOR) && !(code.flags & (CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
+         absl::EndsWith(code.qualname, "<genexpr>");
+}
+
+VarPtr Translator::MakeGenerator(const VarPtr& function, Frame frame, std::vector<VarPtr> args) {
+  VarPtr v = NewGenerator(GeneratorState::Kind::kFrame);
+  v->generator->frame = std::make_unique<Frame>(std::move(frame));
+  v->self = function;
+  v->items = std::move(args);
+  return v;
+}
+
+absl::Status Translator::ReturnGenerator(Frame& f) {
+  if (!f.generator) {
+    return Break(ir::GraphBreak::UNSUPPORTED_OPCODE, "generator functions are not traced",
+                 "use a generator expression or a list comprehension");
+  }
+  // The frame starts where RETURN_GENERATOR returned the generator; the
+  // first resumption sends None, which the following POP_TOP drops.
+  f.stack.push_back(Var::Constant(python::None()));
+  return absl::OkStatus();
+}
+
+absl::Status Translator::YieldValue(Frame& f, std::optional<VarPtr>& result) {
+  if (!f.generator || f.stack.empty()) return absl::InternalError("YIELD_VALUE outside a generator");
+  result = std::move(f.stack.back());
+  f.stack.pop_back();
+  f.yielded = true;
+  ++f.ip;  // resumes after the yield
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
+  if (it->kind == VarKind::kIterator) {
+    if (it->position < it->items.size()) return it->items[it->position++];
+    return std::nullopt;
+  }
+  if (it->kind != VarKind::kGenerator) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("iterating over ", Describe(*it)),
+                 "iterate over sequences, ranges, dicts, tensors or generator expressions");
+  }
+  GeneratorState& g = *it->generator;
+  if (g.finished) return std::nullopt;
+  if (g.running) {
+    return Break(ir::GraphBreak::OTHER, "a generator resumes itself",
+                 "the function would raise ValueError: generator already executing");
+  }
+  g.running = true;
+  ++it->position;
+  struct Done {
+    GeneratorState& g;
+    ~Done() { g.running = false; }
+  } done{g};
+  auto end = [&g]() -> std::optional<VarPtr> {
+    g.finished = true;
+    g.frame.reset();
+    g.inputs.clear();
+    return std::nullopt;
+  };
+  switch (g.kind) {
+    case GeneratorState::Kind::kFrame: {
+      if (frames_.size() >= kMaxInlineDepth) {
+        return Break(ir::GraphBreak::OTHER, "generators nest deeper than the translator inlines",
+                     "recursion is not traced");
+      }
+      Frame& f = *g.frame;
+      if (g.started) f.stack.push_back(Var::Constant(python::None()));  // the value sent in
+      g.started = true;
+      absl::StatusOr<VarPtr> value = RunFrame(f);
+      if (!value.ok()) return value.status();
+      if (!f.yielded) return end();  // returned: StopIteration
+      f.yielded = false;
+      return *value;
+    }
+    case GeneratorState::Kind::kEnumerate: {
+      absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[0]);
+      if (!v.ok()) return v.status();
+      if (!*v) return end();
+      return Var::Tuple({Var::Constant(python::FromLong(g.count++)), **v});
+    }
+    case GeneratorState::Kind::kZip:
+    case GeneratorState::Kind::kMap: {
+      // Pulled in order, stopping at the first exhausted one, as zip does.
+      std::vector<VarPtr> row;
+      for (const VarPtr& input : g.inputs) {
+        absl::StatusOr<std::optional<VarPtr>> v = NextValue(input);
+        if (!v.ok()) return v.status();
+        if (!*v) return end();
+        row.push_back(**v);
+      }
+      if (g.kind == GeneratorState::Kind::kZip) return Var::Tuple(std::move(row));
+      absl::StatusOr<VarPtr> r = Call(g.function, std::move(row), {});
+      if (!r.ok()) return r.status();
+      return *r;
+    }
+    case GeneratorState::Kind::kFilter:
+      for (;;) {
+        absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[0]);
+        if (!v.ok()) return v.status();
+        if (!*v) return end();
+        VarPtr test = **v;
+        if (!g.function->is_none()) {
+          absl::StatusOr<VarPtr> r = Call(g.function, {**v}, {});
+          if (!r.ok()) return r.status();
+          test = *r;
+        }
+        absl::StatusOr<bool> keep = Truthy(test);
+        if (!keep.ok()) return keep.status();
+        if (*keep) return **v;
+      }
+  }
+  return absl::InternalError("unknown generator kind");
+}
+
+absl::StatusOr<std::vector<VarPtr>> Translator::DrainGenerator(const VarPtr& generator) {
+  std::vector<VarPtr> items;
+  for (;;) {
+    absl::StatusOr<std::optional<VarPtr>> v = NextValue(generator);
+    if (!v.ok()) return v.status();
+    if (!*v) return items;
+    if (items.size() >= 100000) {
+      return Break(ir::GraphBreak::OTHER, "a generator of more than 100,000 values",
+                   "loops are unrolled; use a tensor operation instead");
+    }
+    items.push_back(**std::move(v));
+  }
+}
+
+absl::Status Translator::ForIterGenerator(Frame& f, const bytecode::Instruction& in) {
+  VarPtr generator = f.stack.back();
+  absl::StatusOr<std::optional<VarPtr>> v = NextValue(generator);
+  if (!v.ok()) return v.status();
+  if (*v) {
+    f.stack.push_back(**std::move(v));
+    return absl::OkStatus();
+  }
+  f.stack.pop_back();
+  return Jump(f, in);
+}
+
+absl::StatusOr<bool> Translator::GeneratorContains(const VarPtr& generator, const VarPtr& item) {
+  for (;;) {
+    absl::StatusOr<std::optional<VarPtr>> v = NextValue(generator);
+    if (!v.ok()) return v.status();
+    if (!*v) return false;
+    absl::StatusOr<VarPtr> eq = Compare("==", item, **v);
+    if (!eq.ok()) return eq.status();
+    if ((*eq)->kind != VarKind::kConstant) {
+      return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH, "'in' over tensors",
+                   "membership of tensors depends on their values");
+    }
+    if ((*eq)->object.get() == Py_True) return true;
+  }
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr& fn,
+                                                                    std::vector<VarPtr>& args,
+                                                                    Kwargs& kwargs) {
+  if (!AnyGenerator(args, kwargs)) return std::nullopt;
+  // Code the translator inlines iterates the generator as Python would.
+  if (fn->kind == VarKind::kFunction || fn->kind == VarKind::kNNModule ||
+      fn->kind == VarKind::kMethod) {
+    return std::nullopt;
+  }
+  // Replaces each generator argument by a tuple of all its values.
+  auto drain = [&]() -> absl::Status {
+    for (VarPtr& a : args) {
+      if (a->kind != VarKind::kGenerator) continue;
+      absl::StatusOr<std::vector<VarPtr>> items = DrainGenerator(a);
+      if (!items.ok()) return items.status();
+      a = Var::Tuple(*std::move(items));
+    }
+    return absl::OkStatus();
+  };
+  auto refuse = [&]() -> absl::StatusOr<VarPtr> {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                 absl::StrCat("passing a generator to ", Describe(*fn)),
+                 "generators are traced when iterated by the function itself or by a builtin "
+                 "that consumes them (all, any, sum, list, tuple, ...); pass a list instead");
+  };
+  if (IsJoin(fn) && args.size() == 1 && kwargs.empty()) {
+    if (absl::Status s = drain(); !s.ok()) return s;
+    return std::nullopt;
+  }
+  if (fn->kind != VarKind::kBuiltin) return refuse();
+  const std::string& name = fn->name;
+  const bool one_generator = args.size() == 1 && args[0]->kind == VarKind::kGenerator;
+
+  if ((name == "list" || name == "tuple" || name == "set" || name == "frozenset" ||
+       name == "sorted" || name == "sum") &&
+      !args.empty() && args[0]->kind == VarKind::kGenerator) {
+    return std::nullopt;  // they take all of it (Materialize drains it)
+  }
+  if ((name == "min" || name == "max") && one_generator) {
+    if (absl::Status s = drain(); !s.ok()) return s;
+    return std::nullopt;
+  }
+  if (name == "dict" && one_generator && kwargs.empty()) {
+    absl::StatusOr<std::vector<VarPtr>> pairs = DrainGenerator(args[0]);
+    if (!pairs.ok()) return pairs.status();
+    std::vector<VarPtr> keys, values;
+    for (const VarPtr& pair : *pairs) {
+      absl::StatusOr<std::vector<VarPtr>> kv = Unpack(pair, 2);
+      if (!kv.ok()) return kv.status();
+      if (!(*kv)[0]->is_constant()) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("a dict key that is ", Describe(*(*kv)[0])),
+                     "dicts are traced with constant keys");
+      }
+      // A repeated key keeps its first place and its last value.
+      bool replaced = false;
+      for (size_t k = 0; k < keys.size() && !replaced; ++k) {
+        absl::StatusOr<VarPtr> eq = Compare("==", keys[k], (*kv)[0]);
+        if (!eq.ok()) return eq.status();
+        if ((*eq)->object.get() == Py_True) {
+          values[k] = (*kv)[1];
+          replaced = true;
+        }
+      }
+      if (!replaced) {
+        keys.push_back((*kv)[0]);
+        values.push_back((*kv)[1]);
+      }
+    }
+    return Var::Dict(std::move(keys), std::move(values));
+  }
+  if (name == "iter" && one_generator) return args[0];
+  if (name == "next" && (args.size() == 1 || args.size() == 2) &&
+      args[0]->kind == VarKind::kGenerator) {
+    absl::StatusOr<std::optional<VarPtr>> v = NextValue(args[0]);
+    if (!v.ok()) return v.status();
+    if (*v) return **v;
+    if (args.size() == 2) return args[1];
+    return Break(ir::GraphBreak::OTHER, "next() on an exhausted generator",
+                 "the function would raise StopIteration");
+  }
+  if ((name == "any" || name == "all") && one_generator && kwargs.empty()) {
+    const bool any = name == "any";
+    for (;;) {
+      absl::StatusOr<std::optional<VarPtr>> v = NextValue(args[0]);
+      if (!v.ok()) return v.status();
+      if (!*v) return Var::Constant(python::FromBool(!any));
+      absl::StatusOr<bool> t = Truthy(**v);
+      if (!t.ok()) return t.status();
+      if (*t == any) return Var::Constant(python::FromBool(any));
+    }
+  }
+  // Lazy iterators over generators: each value is pulled when it is taken.
+  if (name == "enumerate" && !args.empty() && args.size() <= 2 && args[0]->kind == VarKind::kGenerator) {
+    VarPtr start = args.size() == 2 ? args[1] : nullptr;
+    for (const auto& [k, v] : kwargs) {
+      if (k != "start") return refuse();
+      start = v;
+    }
+    VarPtr out = NewGenerator(GeneratorState::Kind::kEnumerate);
+    if (start) {
+      absl::StatusOr<int64_t> n = AsInt(start);
+      if (!n.ok()) return refuse();
+      out->generator->count = *n;
+    }
+    out->generator->inputs = {args[0]};
+    return out;
+  }
+  const bool mapping = name == "map" || name == "filter";
+  if ((name == "zip" || mapping) && kwargs.empty() && (!mapping || args.size() >= 2) &&
+      (name != "filter" || args.size() == 2)) {
+    VarPtr out = NewGenerator(name == "zip"   ? GeneratorState::Kind::kZip
+                              : name == "map" ? GeneratorState::Kind::kMap
+                                              : GeneratorState::Kind::kFilter);
+    for (size_t i = mapping ? 1 : 0; i < args.size(); ++i) {
+      absl::StatusOr<VarPtr> it = GetIter(args[i]);
+      if (!it.ok()) return it.status();
+      out->generator->inputs.push_back(*it);
+    }
+    if (mapping) {
+      if (args[0]->kind == VarKind::kGenerator) return refuse();
+      out->generator->function = args[0];
+    }
+    return out;
+  }
+  return refuse();
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallModuleTreeGenerator(
+    const VarPtr& fn, const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  if (!fn->self || fn->self->kind != VarKind::kNNModule || !fn->object ||
+      !PyFunction_Check(fn->object.get())) {
+    return std::nullopt;
+  }
+  PyObject* code = PyFunction_GetCode(fn->object.get());
+  if (!(reinterpret_cast<PyCodeObject*>(code)->co_flags & CO_GENERATOR)) return std::nullopt;
+  python::Object qualname =
+      python::Object::Steal(PyObject_GetAttrString(fn->object.get(), "__qualname__"));
+  absl::StatusOr<std::string> name = qualname ? python::AsString(qualname) : absl::NotFoundError("");
+  PyErr_Clear();
+  // torch's own implementations (not an override): they only read the
+  // module tree, so running them for real has no effect to replay.
+  static constexpr absl::string_view kTree[] = {"Module.modules", "Module.children",
+                                                "Module.named_modules", "Module.named_children"};
+  if (!name.ok() || std::find(std::begin(kTree), std::end(kTree), *name) == std::end(kTree)) {
+    return std::nullopt;
+  }
+  std::vector<python::Object> py_args = {fn->self->object};
+  for (const VarPtr& a : args) {
+    absl::StatusOr<python::Object> o = ToPython(a);
+    if (!o.ok()) return std::nullopt;
+    py_args.push_back(*o);
+  }
+  python::Object kw = python::Object::Steal(PyDict_New());
+  for (const auto& [k, v] : kwargs) {
+    absl::StatusOr<python::Object> o = ToPython(v);
+    if (!o.ok()) return std::nullopt;
+    PyDict_SetItemString(kw.get(), k.c_str(), o->get());
+  }
+  python::Object generator = python::Object::Steal(
+      PyObject_Call(fn->object.get(), python::MakeTuple(py_args).get(), kw.get()));
+  python::Object list = generator ? python::Object::Steal(PySequence_List(generator.get()))
+                                  : python::Object();
+  if (!list) return absl::StatusOr<VarPtr>(python::FetchError(*name));
+  // The modules are read without sources: like the hooks Call() checks,
+  // the module tree is taken as fixed for the life of the capture.
+  std::vector<VarPtr> items;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) {
+    absl::StatusOr<VarPtr> w = Wrap(python::Object::Borrow(PyList_GET_ITEM(list.get(), i)), nullptr);
+    if (!w.ok()) return absl::StatusOr<VarPtr>(w.status());
+    items.push_back(*w);
+  }
+  return absl::StatusOr<VarPtr>(Var::Iterator(std::move(items)));
+}
+
+}  // namespace dynamo::trace
