@@ -188,6 +188,14 @@ bool Skipped(PyCodeObject* co) {
                           std::string(name) == "<setcomp>" || std::string(name) == "<genexpr>")) {
     return true;
   }
+  // A class's own attribute protocol runs on every attribute read of its
+  // instances, the capture's and the guards' included: captured, its
+  // rewritten code would read attributes of self through it again, without
+  // end (transformers' PretrainedConfig.__getattribute__).
+  if (name != nullptr && (std::string(name) == "__getattribute__" || std::string(name) == "__getattr__" ||
+                          std::string(name) == "__setattr__" || std::string(name) == "__delattr__")) {
+    return true;
+  }
   for (const std::string& p : *skip_prefixes) {
     if (StartsWith(f, p)) return true;
   }

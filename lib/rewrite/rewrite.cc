@@ -2,6 +2,7 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -680,9 +681,18 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
       for (size_t v = 0; v < live.size(); ++v) live[v] = live[v] || l[v];
     }
   }
+  // Zero-argument super() reads the frame's first local (self) and the
+  // __class__ cell when it runs; no LOAD_FAST shows that use, so a resume
+  // function gets self as its first argument whatever the liveness says.
+  const bool zero_arg_super = layout.Slot("__class__") >= 0 && layout.num_locals > 0;
+  if (zero_arg_super && (layout.is_cell[0] || st.locals.empty() || !st.locals[0])) {
+    return absl::FailedPreconditionError("zero-argument super() with its first argument in a cell or unbound");
+  }
   std::vector<int> passed;
   for (size_t i = 0; i < layout.num_locals && i < st.locals.size(); ++i) {
-    if (st.locals[i] && !layout.is_cell[i] && live[i]) passed.push_back(static_cast<int>(i));
+    if (st.locals[i] && !layout.is_cell[i] && (live[i] || (zero_arg_super && i == 0))) {
+      passed.push_back(static_cast<int>(i));
+    }
   }
   // 2. Every value needed below, read before anything is replayed.
   {
@@ -815,6 +825,10 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     std::vector<bool> mask;
     for (size_t i = 0; i < deep; ++i) mask.push_back(st.stack[i]->kind == VarKind::kNull);
     for (int i = 0; i < results; ++i) mask.push_back(false);
+    if (zero_arg_super && std::find(mask.begin(), mask.end(), false) != mask.end()) {
+      // Stack values come first among a resume function's arguments.
+      return absl::FailedPreconditionError("zero-argument super() in a resume function that takes stack values");
+    }
     ResumeFunction rf;
     rf.global_name = absl::StrCat(options.prefix, "_resume_", options.id, "_", out.resumes.size());
     rf.offset = code.instructions[target].offset;

@@ -244,7 +244,8 @@ def _another_tracer_running():
     (their arguments are proxies and tracer values, not what a capture may
     read), or torch._dynamo compiles them: we step aside rather than capture
     another tracer's machinery, one capture per proxy."""
-    if torch.fx._symbolic_trace.is_fx_tracing():
+    fx = torch.fx._symbolic_trace
+    if (fx.is_fx_symbolic_tracing() if hasattr(fx, "is_fx_symbolic_tracing") else fx.is_fx_tracing()):
         return True
     if torch._C._get_tracing_state() is not None:
         return True

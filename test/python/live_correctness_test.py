@@ -263,6 +263,40 @@ def module_attribute_protocols():
 
 
 @minimal
+def attribute_protocol_with_super_in_eager_frames():
+    """A config object whose __getattribute__ maps names through super()
+    (transformers' PretrainedConfig), read by a function that breaks, and a
+    zero-argument super() after a break: the frames that run after the break
+    are resume functions, which must still see self first."""
+    class Config:
+        attribute_map = {"width": "hidden"}
+
+        def __init__(self):
+            self.hidden = 3
+
+        def __getattribute__(self, key):
+            if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+                key = super().__getattribute__("attribute_map")[key]
+            return super().__getattribute__(key)
+
+    class Base:
+        def __init__(self, scale):
+            self.scale = scale
+
+    class Child(Base):
+        def __init__(self, x):
+            print(end="")                 # a break before super()
+            parts = [v * 2 for v in x]
+            super().__init__(sum(parts))
+
+    def f(x, cfg):
+        y = x * cfg.width
+        print(end="")
+        return Child(y).scale + cfg.hidden
+    return check("protocol_and_super", f, [(X, Config()), (X * 2, Config())])
+
+
+@minimal
 def issue22_wrong_constants():
     def callables(x):
         f = lambda: 1  # noqa: E731
