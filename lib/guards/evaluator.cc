@@ -1246,7 +1246,16 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
                                                  s.message()));
     };
     if (g.kind() == ir::Guard::GLOBAL_STATE) {
-      absl::StatusOr<Object> reader = TorchAttr(g.source() == "grad_mode" ? "is_grad_enabled" : g.source());
+      // A fixed table (lib/trace reads these states), never a torch function
+      // named by the guard: the same as python/dynamo/guards.py.
+      static const auto* kStates = new absl::flat_hash_map<std::string, std::string>{
+          {"grad_mode", "is_grad_enabled"},
+          {"is_autocast_enabled", "is_autocast_enabled"},
+          {"is_autocast_cpu_enabled", "is_autocast_cpu_enabled"},
+          {"is_inference_mode_enabled", "is_inference_mode_enabled"}};
+      auto state = kStates->find(g.source());
+      absl::StatusOr<Object> reader = state == kStates->end() ? absl::StatusOr<Object>(absl::NotFoundError(g.source()))
+                                                              : TorchAttr(state->second);
       if (!reader.ok() || !PyCallable_Check(reader->get())) {
         return fail(absl::InvalidArgumentError("unknown global state"));
       }

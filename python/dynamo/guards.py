@@ -24,7 +24,9 @@ _TOKEN = re.compile(r"""\s*(?:
 
 
 # The global states a GLOBAL_STATE guard can name (lib/trace/guards.cc).
-_GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled}
+_GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torch.is_autocast_enabled,
+                 "is_autocast_cpu_enabled": getattr(torch, "is_autocast_cpu_enabled", lambda: False),
+                 "is_inference_mode_enabled": torch.is_inference_mode_enabled}
 
 
 def _unquote(s):
