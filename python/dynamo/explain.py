@@ -292,7 +292,24 @@ def export(fn, *args, aten_graph=False, decomposition_table=None, **kwargs):
     graph_module = _standalone(gm, capture, target, args, kwargs, result, outputs, name)
     if aten_graph:
         graph_module = _aten_graph(graph_module, args, kwargs, decomposition_table)
+    _tag_placeholders(graph_module, args, kwargs)
     return graph_module, guards
+
+
+def _tag_placeholders(graph_module, args, kwargs):
+    """Each input placeholder the graph reads carries its tensor's Python
+    attributes (`node.meta["tensor_dict"]`, as torch._dynamo.export gives
+    them: from the values it traced), so tags set on the example inputs
+    survive into the graph."""
+    flat = []
+    for i, value in enumerate(args):
+        _tensor_leaves(f"a{i}", value, flat)
+    for key, value in kwargs.items():
+        _tensor_leaves(key, value, flat)
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    for node, (_, tensor) in zip(placeholders, flat):
+        if tensor.__dict__ and node.users:
+            node.meta["tensor_dict"] = dict(tensor.__dict__)
 
 
 def _aten_graph(graph_module, args, kwargs, decomposition_table):

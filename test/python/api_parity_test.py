@@ -74,7 +74,18 @@ def export_aten_graph():
     assert g.name == g.source and g.guard_types == ["TENSOR_MATCH"] and g.create_fn_name == "TENSOR_MATCH"
 
 
-TESTS = [compile_signature, compile_inductor_mode_and_options, graph_break_splits, export_aten_graph]
+def export_tags_inputs():
+    """Placeholders the exported graph reads carry their tensor's Python
+    attributes, as torch._dynamo.export's do (meta["tensor_dict"])."""
+    a, b, unused = torch.randn(3), torch.randn(3), torch.randn(3)
+    a.tag, b.tag, unused.tag = "a", "b", "unused"
+    gm, _ = dynamo.export(lambda p, q, r: p * q, a, b, unused)
+    tags = [n.meta["tensor_dict"]["tag"] for n in gm.graph.nodes
+            if n.op == "placeholder" and "tensor_dict" in n.meta]
+    assert tags == ["a", "b"], tags
+
+
+TESTS = [export_tags_inputs, compile_signature, compile_inductor_mode_and_options, graph_break_splits, export_aten_graph]
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
