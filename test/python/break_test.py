@@ -35,46 +35,8 @@ def compile_fn(fn):
 failures += break_check.run_cases(break_cases.CASES, compile_fn)
 print(f"break corpus: {len(break_cases.CASES)} cases")
 
-# 1b. The same corpus under the PEP 523 frame evaluator (what dynamo.optimize
-# runs): callees are captured as their own frames, so the counts differ from
-# the plain runner's (and are compared with torch._dynamo's for information);
-# results, printed output and side effects must equal eager all the same.
-import json  # noqa: E402
-
-with open(os.path.join(HERE, "..", "reference", "breaks_dynamo_2.11.json")) as f:
-    REFERENCE = json.load(f)["cases"]
-frame_counts = {}
-
-
-class FrameRunner:
-    def __init__(self, fn):
-        self.fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-        self.runtime = Runtime()
-        runtimes.append(self.runtime)
-
-    def __call__(self, *args, **kwargs):
-        return self.runtime.call(self.fn, args, kwargs)
-
-    def stats(self):
-        s = self.runtime.stats()
-        return {"graphs": s["graphs"], "breaks": s["breaks"]}
-
-
-for case in break_cases.CASES:
-    made = []
-
-    def frame_runner(fn):
-        made.append(FrameRunner(fn))
-        return made[-1]
-    problems = break_check.run_cases([case], frame_runner)
-    failures += [f"frame evaluator: {p}" for p in problems
-                 if ": graphs: expected" not in p and ": breaks: expected" not in p]
-    frame_counts[case.name] = made[0].stats() if made else {}
-same = sum(1 for name, s in frame_counts.items()
-           if name in REFERENCE and REFERENCE[name]["graphs"] == s.get("graphs"))
-print(f"break corpus under the frame evaluator: equal to eager; graph counts equal to torch._dynamo 2.11's "
-      f"on {same}/{len(frame_counts)} (the rest: numpy traced there, breaks in loops and with-blocks "
-      f"handled differently, ints made dynamic after a recompile)")
+# 1b. Under the PEP 523 frame evaluator (what dynamo.optimize runs), the
+# corpus is run by reference_agreement_test.py, beside torch._dynamo.
 
 # 2. The seed corpus: every case equal to eager on every call; new graphs per
 # call as the corpus README describes for this design (2022 choices where the

@@ -28,20 +28,7 @@ sys.path.insert(0, HERE)
 import break_cases  # noqa: E402
 import break_check  # noqa: E402
 
-from dynamo.runtime import Runtime  # noqa: E402
-
-
-class Ours:
-    def __init__(self, fn):
-        self.fn = fn.forward if isinstance(fn, torch.nn.Module) else fn
-        self.runtime = Runtime()
-
-    def __call__(self, *args, **kwargs):
-        return self.runtime.call(self.fn, args, kwargs)
-
-    def stats(self):
-        s = self.runtime.stats()
-        return {"graphs": s["graphs"], "breaks": s["breaks"]}
+import live_runner  # noqa: E402
 
 
 class Theirs:
@@ -79,7 +66,7 @@ def main(argv):
     ours_wrong, rows = [], {}
     for case in break_cases.CASES:
         theirs_stats, theirs_wrong = run(case, Theirs)
-        ours_stats, wrong = run(case, Ours)
+        ours_stats, wrong = run(case, live_runner.frame_evaluator)
         record["cases"][case.name] = {**theirs_stats, "equal_to_eager": not theirs_wrong,
                                       "problems": theirs_wrong[:3]}
         ours_wrong += wrong
