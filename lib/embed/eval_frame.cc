@@ -121,16 +121,20 @@ bool ForeignEvaluator() {
   return current != EvalFrame && current != _PyEval_EvalFrameDefault;
 }
 
-// Sets this thread's callback (a strong reference, or nullptr), opening or
-// closing a region when it turns on or off; returns the previous one (owned).
-// Fails (nullptr with an exception) only where torch's switch raised.
+// Sets this thread's callback to `cb` (a strong reference it takes, or
+// nullptr), opening or closing a region when it turns on or off; *previous
+// gets the one it replaces (owned by the caller). False, with a Python
+// exception set, only where torch's switch raised.
 bool SwapCallback(PyObject* cb, PyObject** previous) {
   *previous = callback;
   if (*previous == nullptr && cb != nullptr) {
     if (torch_set_eval_frame != nullptr && ForeignEvaluator()) {
       PyObject* none = Py_None;
       PyObject* theirs = PyObject_Vectorcall(torch_set_eval_frame, &none, 1, nullptr);
-      if (theirs == nullptr) return false;
+      if (theirs == nullptr) {
+        Py_DECREF(cb);
+        return false;
+      }
       if (theirs == Py_None) Py_DECREF(theirs);
       else suspended_torch = theirs;
     }
