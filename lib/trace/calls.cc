@@ -300,6 +300,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     guards_.EqualsMatch(source, obj);
     return v;
   }
+  if (std::optional<absl::StatusOr<VarPtr>> p = WrapPartial(obj, source)) return *std::move(p);
   guards_.TypeMatch(source, obj);
   return Var::OfKind(VarKind::kOpaque, obj, source);
 }
@@ -739,6 +740,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       args.empty() && IsCompilingQuery(fn->object.get())) {
     return Var::Constant(python::FromBool(true));
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallFunctools(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);
   bool any_tensor = false;
   for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
@@ -1592,6 +1594,11 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
   switch (obj->kind) {
     case VarKind::kTensor:
       return TensorAttr(obj, name);
+    case VarKind::kPartial:
+      if (name == "func") return obj->self;
+      if (name == "args") return obj->defaults;
+      if (name == "keywords") return obj->kwdefaults;
+      break;
     case VarKind::kTuple:
       for (size_t i = 0; i < obj->fields.size(); ++i) {
         if (obj->fields[i] == name) return obj->items[i];

@@ -99,12 +99,25 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> CallWithGenerator(const VarPtr& fn,
                                                           std::vector<VarPtr>& args,
                                                           Kwargs& kwargs);
+  // itertools.chain over `iterables` and itertools.islice over an
+  // iterator (stop -1: none), as lazy adapters.
+  VarPtr MakeChain(std::vector<VarPtr> iterables);
+  VarPtr MakeIslice(VarPtr iterator, int64_t start, int64_t stop, int64_t step);
   // nn.Module's own generator methods over its module tree (modules,
   // children, named_modules, named_children): read from the real module, an
   // iterator over the result. Nothing for any other function.
   std::optional<absl::StatusOr<VarPtr>> CallModuleTreeGenerator(const VarPtr& fn,
                                                                 const std::vector<VarPtr>& args,
                                                                 const Kwargs& kwargs);
+
+  // --- the standard library's functional helpers (functools.cc) ---
+  // functools.partial/reduce, itertools.chain/islice and calls of a
+  // partial. Nothing when `fn` is none of those.
+  std::optional<absl::StatusOr<VarPtr>> CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
+                                                      Kwargs& kwargs);
+  // A real functools.partial read from `source`: a kPartial tracker whose
+  // function, args and keywords are guarded. Nothing for any other object.
+  std::optional<absl::StatusOr<VarPtr>> WrapPartial(const python::Object& obj, const SourcePtr& source);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

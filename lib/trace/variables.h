@@ -45,6 +45,8 @@ enum class VarKind {
   kDictView,      // d.keys() / d.values() / d.items(): a live view of the kDict `self`
   kOpaque,        // any other Python object: attributes readable, nothing callable
   kGenerator,     // a generator run lazily by the trace (generators.cc)
+  kPartial,       // functools.partial: `self` the function, `defaults` its args (kTuple),
+                  // `kwdefaults` its keywords (kDict) (functools.cc)
 };
 
 struct Var;
