@@ -1279,14 +1279,8 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     if (!t.ok()) return t.status();
     return constant(python::FromBool(*t));
   }
-  if (name == "dict" && args.empty()) {
-    std::vector<VarPtr> keys, values;
-    for (auto& [k, v] : kwargs) {
-      keys.push_back(constant(python::FromString(k)));
-      values.push_back(v);
-    }
-    return Var::Dict(std::move(keys), std::move(values));
-  }
+  // A constant argument (a string raises, as dict() would) runs for real.
+  if (name == "dict" && !(args.size() == 1 && args[0]->is_constant())) return BuildDict(args, kwargs);
   if (all_constant()) return CallReal(fn, args, kwargs);
   return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                absl::StrCat(name, "() on ", args.empty() ? "no arguments" : Describe(*args[0])),
@@ -1434,6 +1428,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat(name, "() mutates ", self->source->ToString()),
                    "mutating containers that outlive the call is a side effect; copy it first");
+    }
+    if (std::optional<absl::StatusOr<VarPtr>> r = CallContainerMethod(self, name, args, kwargs)) {
+      return *std::move(r);
     }
     if (self->kind == VarKind::kList) {
       if (name == "append" && args.size() == 1) {

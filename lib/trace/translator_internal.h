@@ -119,6 +119,19 @@ class Translator {
   // function, args and keywords are guarded. Nothing for any other object.
   std::optional<absl::StatusOr<VarPtr>> WrapPartial(const python::Object& obj, const SourcePtr& source);
 
+  // --- lists and dicts (containers.cc) ---
+  // list[slice] = iterable, as list_ass_subscript does.
+  absl::Status AssignSlice(const VarPtr& list, const VarPtr& slice, const VarPtr& value);
+  // dict[key] = value on a dict tracker (constant keys).
+  absl::Status DictSet(const VarPtr& dict, const VarPtr& key, const VarPtr& value);
+  // dict(arg, **kwargs).
+  absl::StatusOr<VarPtr> BuildDict(const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // clear() and copy() of a list or dict tracker (mutations are recorded by
+  // the caller); nothing for other methods.
+  std::optional<absl::StatusOr<VarPtr>> CallContainerMethod(const VarPtr& self, const std::string& name,
+                                                            const std::vector<VarPtr>& args,
+                                                            const Kwargs& kwargs);
+
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
   absl::StatusOr<VarPtr> CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
