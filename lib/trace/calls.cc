@@ -810,6 +810,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
                            reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) {
         return Var::OfKind(VarKind::kOpaque, fn->object);  // only ever raised
       }
+      if (std::optional<absl::StatusOr<VarPtr>> r = ConstructContainer(fn, args, kwargs)) return *std::move(r);
       if (cls == TorchAttr("Size").get() || cls == TorchAttr("device").get() ||
           cls == reinterpret_cast<PyObject*>(&PySlice_Type)) {
         return CallReal(fn, args, kwargs);
@@ -903,7 +904,8 @@ Object Translator::ClassOf(const VarPtr& v) {
     case VarKind::kList:
       return v->object ? type_of(v->object.get()) : builtin(&PyList_Type);
     case VarKind::kDict:
-      return v->object ? type_of(v->object.get()) : builtin(&PyDict_Type);
+      if (v->object) return type_of(v->object.get());
+      return v->dict_class ? v->dict_class : builtin(&PyDict_Type);
     case VarKind::kSlice:
       return builtin(&PySlice_Type);
     case VarKind::kRange:

@@ -109,6 +109,23 @@ absl::StatusOr<VarPtr> Translator::BuildDict(const std::vector<VarPtr>& args, co
   return d;
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::ConstructContainer(const VarPtr& cls,
+                                                                     const std::vector<VarPtr>& args,
+                                                                     const Kwargs& kwargs) {
+  static PyObject* const ordered_dict = [] {  // leaked: lives as long as collections
+    absl::StatusOr<python::Object> m = python::Import("collections");
+    absl::StatusOr<python::Object> c = m.ok() ? python::GetAttr(*m, "OrderedDict") : m.status();
+    if (!c.ok()) PyErr_Clear();
+    return c.ok() ? c->release() : nullptr;
+  }();
+  if (!cls->object || cls->object.get() != ordered_dict) return std::nullopt;
+  // OrderedDict.__init__ updates from a mapping's keys or from pairs, then
+  // from the keywords: what dict() does, in the same order.
+  absl::StatusOr<VarPtr> d = BuildDict(args, kwargs);
+  if (d.ok()) (*d)->dict_class = cls->object;
+  return d;
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarPtr& self, const std::string& name,
                                                                       const std::vector<VarPtr>& args,
                                                                       const Kwargs& kwargs) {
@@ -127,7 +144,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarP
     // A shallow copy: a new container of the same trackers.
     guards_.LengthMatch(self->source, static_cast<int64_t>(self->items.size()));
     if (self->kind == VarKind::kList) return absl::StatusOr<VarPtr>(Var::List(self->items));
-    return absl::StatusOr<VarPtr>(Var::Dict(self->keys, self->items));
+    // OrderedDict.copy() is type(self)(self): the same class.
+    VarPtr copy = Var::Dict(self->keys, self->items);
+    copy->dict_class = self->dict_class;
+    return absl::StatusOr<VarPtr>(copy);
   }
   return std::nullopt;
 }

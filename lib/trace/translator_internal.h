@@ -126,6 +126,10 @@ class Translator {
   absl::Status DictSet(const VarPtr& dict, const VarPtr& key, const VarPtr& value);
   // dict(arg, **kwargs).
   absl::StatusOr<VarPtr> BuildDict(const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // collections.OrderedDict(...) (the class `fn` is guarded by identity);
+  // nothing for other classes.
+  std::optional<absl::StatusOr<VarPtr>> ConstructContainer(const VarPtr& cls, const std::vector<VarPtr>& args,
+                                                           const Kwargs& kwargs);
   // clear() and copy() of a list or dict tracker (mutations are recorded by
   // the caller); nothing for other methods.
   std::optional<absl::StatusOr<VarPtr>> CallContainerMethod(const VarPtr& self, const std::string& name,
