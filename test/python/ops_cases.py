@@ -1037,6 +1037,13 @@ def _tensor(name):
         yield (data,), {}
         yield (data,), {"dtype": torch.float64}
     yield ([1.0, 2.0],), {"requires_grad": True}
+    # A tensor is copied: its dtype, device and (preserved) layout.
+    for d in [torch.int64, torch.float16, torch.float32]:
+        for x in list(layouts(3, 2, dtype=d)) + [T(dtype=d), T(0, 3, dtype=d), T(2, 1, 3, dtype=d)]:
+            yield (x,), {}
+            yield (x,), {"dtype": torch.float64}
+    yield (T(2, 3),), {"requires_grad": True}
+    yield (T(2, 3, dtype=torch.int64),), {"requires_grad": True}
 
 
 @gen("torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.full_like", "torch.rand_like",
