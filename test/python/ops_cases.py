@@ -265,6 +265,20 @@ def _unary(name):
     yield from unary_cases(name)
 
 
+@gen("torch.addcmul", "Tensor.addcmul", "Tensor.addcmul_", "torch.addcdiv", "Tensor.addcdiv",
+     "Tensor.addcdiv_")
+def _addc(name):
+    for d in DTYPES:
+        yield (T(2, 3, dtype=d), T(2, 3, dtype=d), T(2, 3, dtype=d)), {}
+        yield (T(2, 3, dtype=d), T(3), T(2, 1, dtype=d)), {"value": 2}
+        yield (T(2, 3), T(2, 3, dtype=d), T(3, dtype=torch.int64)), {"value": 0.5}
+        yield (T(3, dtype=d), T(2, 1), T(1, 3)), {}
+        yield (T(dtype=d), T(2, 3, dtype=torch.int32), T(2, 3, dtype=torch.float16)), {"value": True}
+    yield (T(2, 3, layout="transposed"), T(2, 3), T(2, 3, layout="strided")), {"value": 5.0}
+    yield (T(2, 3), T(4, 3), T(2, 3)), {}
+    yield (T(0, 3), T(1, 3), T(3)), {}
+
+
 @gen("torch.where")
 def _where(name):
     for d in DTYPES:
