@@ -1366,6 +1366,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
                    absl::StrCat("Tensor.", name, "() reads the tensor's values"),
                    "keep the computation in tensors; values are not known while tracing");
     }
+    if (std::optional<absl::StatusOr<VarPtr>> r = CallLegacyTensorMethod(self, name, args, kwargs)) {
+      return *std::move(r);
+    }
     args.insert(args.begin(), self);
     return CallOp(absl::StrCat("Tensor.", name), ir::Node::CALL_METHOD, args, kwargs);
   }

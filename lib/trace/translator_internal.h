@@ -136,6 +136,13 @@ class Translator {
                                                             const std::vector<VarPtr>& args,
                                                             const Kwargs& kwargs);
 
+  // --- Tensor.new and Tensor.type (tensor_legacy.cc) ---
+  // Nothing when the call is not one of those forms (it then reaches the
+  // registry as Tensor.<name>).
+  std::optional<absl::StatusOr<VarPtr>> CallLegacyTensorMethod(const VarPtr& self, const std::string& name,
+                                                               const std::vector<VarPtr>& args,
+                                                               const Kwargs& kwargs);
+
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
   absl::StatusOr<VarPtr> CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
