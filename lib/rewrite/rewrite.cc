@@ -358,6 +358,20 @@ class Emitter {
         Call(static_cast<int>(v->items.size()));
         return Remember(v);
       }
+      case VarKind::kPartial: {
+        if (v->source) return LoadSource(v->source);
+        // functools.partial(func, *args); one with keywords would need a
+        // keyword call, which is not emitted here.
+        if (!v->kwdefaults->items.empty()) return Unrebuildable("a functools.partial with keywords");
+        Emit(op::kPushNull);
+        ImportPath({"functools"}, {"partial"});
+        if (absl::Status s = Load(v->self); !s.ok()) return s;
+        for (const VarPtr& item : v->defaults->items) {
+          if (absl::Status s = Load(item); !s.ok()) return s;
+        }
+        Call(static_cast<int>(v->defaults->items.size() + 1));
+        return Remember(v);
+      }
       case VarKind::kSlice:
         for (const VarPtr& item : v->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;
