@@ -165,6 +165,19 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn
     return absl::StatusOr<VarPtr>(MakeChain(args));
   }
 
+  // itertools.chain.from_iterable: a classmethod of the C type chain (its
+  // bound form is made anew on each access, so it is known by its owner).
+  PyObject* chain = StdlibObject("itertools", "chain");
+  if (chain != nullptr && PyCFunction_Check(fn->object.get()) && PyCFunction_GET_SELF(fn->object.get()) == chain &&
+      absl::string_view(reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name) == "from_iterable") {
+    if (!kwargs.empty() || args.size() != 1) {
+      return Break(ir::GraphBreak::OTHER, "chain.from_iterable() takes one argument", "the call would raise TypeError");
+    }
+    absl::StatusOr<VarPtr> source = GetIter(args[0]);
+    if (!source.ok()) return absl::StatusOr<VarPtr>(source.status());
+    return absl::StatusOr<VarPtr>(MakeChainFromIterable(*source));
+  }
+
   if (Is(fn, "itertools", "islice")) {
     if (!kwargs.empty() || args.size() < 2 || args.size() > 4) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat("itertools.islice() with ", args.size(), " arguments"),

@@ -28,7 +28,7 @@ namespace dynamo::trace {
 
 // The state behind a kGenerator tracker.
 struct GeneratorState {
-  enum class Kind { kFrame, kEnumerate, kZip, kMap, kFilter, kChain, kIslice };
+  enum class Kind { kFrame, kEnumerate, kZip, kMap, kFilter, kChain, kChainFromIterable, kIslice };
   Kind kind = Kind::kFrame;
   // kFrame: the expression's frame, suspended at its start or after a yield.
   std::unique_ptr<Translator::Frame> frame;
@@ -78,6 +78,12 @@ bool IsJoin(const VarPtr& fn) {
 VarPtr Translator::MakeChain(std::vector<VarPtr> iterables) {
   VarPtr v = NewGenerator(GeneratorState::Kind::kChain);
   v->generator->inputs = std::move(iterables);
+  return v;
+}
+
+VarPtr Translator::MakeChainFromIterable(VarPtr source) {
+  VarPtr v = NewGenerator(GeneratorState::Kind::kChainFromIterable);
+  v->generator->inputs = {std::move(source)};
   return v;
 }
 
@@ -205,6 +211,23 @@ absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
         ++g.count;
       }
       return end();
+    case GeneratorState::Kind::kChainFromIterable:
+      // chain.from_iterable: the next iterable is taken from the source
+      // only once the active one is exhausted (chain_next).
+      for (;;) {
+        if (g.inputs.size() < 2) {
+          absl::StatusOr<std::optional<VarPtr>> iterable = NextValue(g.inputs[0]);
+          if (!iterable.ok()) return iterable.status();
+          if (!*iterable) return end();
+          absl::StatusOr<VarPtr> active = GetIter(**iterable);
+          if (!active.ok()) return active.status();
+          g.inputs.push_back(*active);
+        }
+        absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[1]);
+        if (!v.ok()) return v.status();
+        if (*v) return **v;
+        g.inputs.pop_back();
+      }
     case GeneratorState::Kind::kIslice: {
       // itertools.islice's islice_next: skip up to `next`, stop at `stop`.
       while (g.count < g.next) {

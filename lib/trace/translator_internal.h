@@ -103,6 +103,8 @@ class Translator {
   // iterator (stop -1: none), as lazy adapters.
   VarPtr MakeChain(std::vector<VarPtr> iterables);
   VarPtr MakeIslice(VarPtr iterator, int64_t start, int64_t stop, int64_t step);
+  // itertools.chain.from_iterable over an iterator of iterables.
+  VarPtr MakeChainFromIterable(VarPtr source);
   // nn.Module's own generator methods over its module tree (modules,
   // children, named_modules, named_children): read from the real module, an
   // iterator over the result. Nothing for any other function.
