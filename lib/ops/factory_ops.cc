@@ -148,6 +148,15 @@ absl::Status Walk(const Value& v, size_t depth, std::vector<int64_t>& sizes, DTy
 }
 
 absl::StatusOr<Value> TensorFromData(const Args& a) {
+  // A tensor is copied (with a warning): data.detach().to(device, dtype,
+  // copy=True), so its device and dtype by default and its layout preserved
+  // as empty_like preserves it.
+  if (a.Get("data").is_tensor()) {
+    const TensorMeta& t = a.Get("data").as_tensor();
+    absl::StatusOr<Value> out = Make(a, t.sizes, t.dtype, t.device);
+    if (out.ok()) out->as_tensor().strides = PreservedStrides(t);
+    return out;
+  }
   std::vector<int64_t> sizes;
   DType dtype = kDefaultFloat;  // torch.tensor([]) is float
   bool any = false;

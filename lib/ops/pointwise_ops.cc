@@ -387,6 +387,49 @@ absl::StatusOr<Value> Copy(const Args& args) {
   return Value(std::move(out));
 }
 
+// addcmul/addcdiv(input, tensor1, tensor2, *, value=1): input + value *
+// tensor1 (*|/) tensor2 over the three tensors' broadcast and result type;
+// addcdiv refuses two integral operands (it would be an integer division).
+InferFn Addc(absl::string_view kernel, absl::string_view self, bool inplace) {
+  return [kernel = std::string(kernel), self = std::string(self), inplace](const Args& args) -> absl::StatusOr<Value> {
+    const Value& input = args.Get(self);
+    const Value& t1 = args.Get("tensor1");
+    const Value& t2 = args.Get("tensor2");
+    if (kernel == "addcdiv" && IsIntegral(t1.as_tensor().dtype, true) && IsIntegral(t2.as_tensor().dtype, true)) {
+      return absl::InvalidArgumentError(
+          "Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
+          "perform a true division of tensor1 and tensor2.");
+    }
+    const Value* operands[] = {&input, &t1, &t2};
+    absl::StatusOr<Device> device = CommonDevice(operands);
+    if (!device.ok()) return device.status();
+    absl::StatusOr<DType> dtype = ResultType(operands);
+    if (!dtype.ok()) return dtype.status();
+    absl::StatusOr<std::vector<int64_t>> sizes = BroadcastShapes(input.as_tensor().sizes, t1.as_tensor().sizes);
+    if (sizes.ok()) sizes = BroadcastShapes(*sizes, t2.as_tensor().sizes);
+    if (!sizes.ok()) return sizes.status();
+    if (device->type == "cpu" && *dtype == DType::kBool) {
+      return absl::UnimplementedError(absl::StrCat("\"", kernel, "_cpu_out\" not implemented for 'Bool'"));
+    }
+    if (inplace) {
+      const TensorMeta& out = input.as_tensor();
+      if (absl::Status s = CheckNoInternalOverlap(out); !s.ok()) return s;
+      if (*sizes != out.sizes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output with shape [", absl::StrJoin(out.sizes, ", "), "] doesn't match the broadcast shape [",
+            absl::StrJoin(*sizes, ", "), "]"));
+      }
+      if (!CanCast(*dtype, out.dtype)) {
+        return absl::InvalidArgumentError(absl::StrCat("result type ", DTypeName(*dtype),
+                                                       " can't be cast to the desired output type ",
+                                                       DTypeName(out.dtype)));
+      }
+      return input;
+    }
+    return Value(PointwiseOutput(*dtype, *std::move(sizes), operands, *device));
+  };
+}
+
 }  // namespace
 
 void RegisterPointwiseOps(Registry& r) {
@@ -472,6 +515,14 @@ void RegisterPointwiseOps(Registry& r) {
   AddBinaryFamily(r, "bitwise_or", {"bitwise_or", BinaryRule::kBitwise}, "or_", "ior");
   AddBinaryFamily(r, "bitwise_xor", {"bitwise_xor", BinaryRule::kBitwise}, "xor", "ixor");
 
+  for (absl::string_view name : {"addcmul", "addcdiv"}) {
+    r.Add(absl::StrCat("torch.", name), {"Tensor input, Tensor tensor1, Tensor tensor2, *, Number value=1"},
+          kPointwise, Addc(name, "input", false));
+    r.Add(absl::StrCat("Tensor.", name), {"Tensor self, Tensor tensor1, Tensor tensor2, *, Number value=1"},
+          kPointwise, Addc(name, "self", false));
+    r.Add(absl::StrCat("Tensor.", name, "_"), {"Tensor self, Tensor tensor1, Tensor tensor2, *, Number value=1"},
+          kPointwise | kInplace, Addc(name, "self", true));
+  }
   r.Add("torch.where", {"Tensor condition, Tensor|Number input, Tensor|Number other"}, kPointwise,
         InferWhere);
   r.Add("torch.clamp", {"Tensor input, Tensor|Number? min=None, Tensor|Number? max=None"},

@@ -323,11 +323,16 @@ class Emitter {
       case VarKind::kIterator: {
         if (v->source && v->object) return LoadSource(v->source);
         if (v->kind == VarKind::kDict) {
+          if (v->dict_class) {  // OrderedDict({...}): the same items, in order
+            Emit(op::kPushNull);
+            if (absl::Status s = LoadObject(v->dict_class); !s.ok()) return s;
+          }
           for (size_t i = 0; i < v->items.size(); ++i) {
             if (absl::Status s = Load(v->keys[i]); !s.ok()) return s;
             if (absl::Status s = Load(v->items[i]); !s.ok()) return s;
           }
           Emit(op::kBuildMap, static_cast<int>(v->items.size()));
+          if (v->dict_class) Call(1);
         } else {
           size_t first = v->kind == VarKind::kIterator ? v->position : 0;
           for (size_t i = first; i < v->items.size(); ++i) {
@@ -351,6 +356,20 @@ class Emitter {
           if (absl::Status s = Load(item); !s.ok()) return s;
         }
         Call(static_cast<int>(v->items.size()));
+        return Remember(v);
+      }
+      case VarKind::kPartial: {
+        if (v->source) return LoadSource(v->source);
+        // functools.partial(func, *args); one with keywords would need a
+        // keyword call, which is not emitted here.
+        if (!v->kwdefaults->items.empty()) return Unrebuildable("a functools.partial with keywords");
+        Emit(op::kPushNull);
+        ImportPath({"functools"}, {"partial"});
+        if (absl::Status s = Load(v->self); !s.ok()) return s;
+        for (const VarPtr& item : v->defaults->items) {
+          if (absl::Status s = Load(item); !s.ok()) return s;
+        }
+        Call(static_cast<int>(v->defaults->items.size() + 1));
         return Remember(v);
       }
       case VarKind::kSlice:

@@ -300,6 +300,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     guards_.EqualsMatch(source, obj);
     return v;
   }
+  if (std::optional<absl::StatusOr<VarPtr>> p = WrapPartial(obj, source)) return *std::move(p);
   guards_.TypeMatch(source, obj);
   return Var::OfKind(VarKind::kOpaque, obj, source);
 }
@@ -739,6 +740,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       args.empty() && IsCompilingQuery(fn->object.get())) {
     return Var::Constant(python::FromBool(true));
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallFunctools(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);
   bool any_tensor = false;
   for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
@@ -808,6 +810,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
                            reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) {
         return Var::OfKind(VarKind::kOpaque, fn->object);  // only ever raised
       }
+      if (std::optional<absl::StatusOr<VarPtr>> r = ConstructContainer(fn, args, kwargs)) return *std::move(r);
       if (cls == TorchAttr("Size").get() || cls == TorchAttr("device").get() ||
           cls == reinterpret_cast<PyObject*>(&PySlice_Type)) {
         return CallReal(fn, args, kwargs);
@@ -901,7 +904,8 @@ Object Translator::ClassOf(const VarPtr& v) {
     case VarKind::kList:
       return v->object ? type_of(v->object.get()) : builtin(&PyList_Type);
     case VarKind::kDict:
-      return v->object ? type_of(v->object.get()) : builtin(&PyDict_Type);
+      if (v->object) return type_of(v->object.get());
+      return v->dict_class ? v->dict_class : builtin(&PyDict_Type);
     case VarKind::kSlice:
       return builtin(&PySlice_Type);
     case VarKind::kRange:
@@ -1277,14 +1281,8 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     if (!t.ok()) return t.status();
     return constant(python::FromBool(*t));
   }
-  if (name == "dict" && args.empty()) {
-    std::vector<VarPtr> keys, values;
-    for (auto& [k, v] : kwargs) {
-      keys.push_back(constant(python::FromString(k)));
-      values.push_back(v);
-    }
-    return Var::Dict(std::move(keys), std::move(values));
-  }
+  // A constant argument (a string raises, as dict() would) runs for real.
+  if (name == "dict" && !(args.size() == 1 && args[0]->is_constant())) return BuildDict(args, kwargs);
   if (all_constant()) return CallReal(fn, args, kwargs);
   return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                absl::StrCat(name, "() on ", args.empty() ? "no arguments" : Describe(*args[0])),
@@ -1368,6 +1366,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
                    absl::StrCat("Tensor.", name, "() reads the tensor's values"),
                    "keep the computation in tensors; values are not known while tracing");
     }
+    if (std::optional<absl::StatusOr<VarPtr>> r = CallLegacyTensorMethod(self, name, args, kwargs)) {
+      return *std::move(r);
+    }
     args.insert(args.begin(), self);
     return CallOp(absl::StrCat("Tensor.", name), ir::Node::CALL_METHOD, args, kwargs);
   }
@@ -1432,6 +1433,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat(name, "() mutates ", self->source->ToString()),
                    "mutating containers that outlive the call is a side effect; copy it first");
+    }
+    if (std::optional<absl::StatusOr<VarPtr>> r = CallContainerMethod(self, name, args, kwargs)) {
+      return *std::move(r);
     }
     if (self->kind == VarKind::kList) {
       if (name == "append" && args.size() == 1) {
@@ -1592,6 +1596,11 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
   switch (obj->kind) {
     case VarKind::kTensor:
       return TensorAttr(obj, name);
+    case VarKind::kPartial:
+      if (name == "func") return obj->self;
+      if (name == "args") return obj->defaults;
+      if (name == "keywords") return obj->kwdefaults;
+      break;
     case VarKind::kTuple:
       for (size_t i = 0; i < obj->fields.size(); ++i) {
         if (obj->fields[i] == name) return obj->items[i];

@@ -28,7 +28,7 @@ namespace dynamo::trace {
 
 // The state behind a kGenerator tracker.
 struct GeneratorState {
-  enum class Kind { kFrame, kEnumerate, kZip, kMap, kFilter };
+  enum class Kind { kFrame, kEnumerate, kZip, kMap, kFilter, kChain, kChainFromIterable, kIslice };
   Kind kind = Kind::kFrame;
   // kFrame: the expression's frame, suspended at its start or after a yield.
   std::unique_ptr<Translator::Frame> frame;
@@ -40,6 +40,9 @@ struct GeneratorState {
   std::vector<VarPtr> inputs;
   VarPtr function;
   int64_t count = 0;
+  // kChain: the iterables, each made an iterator when reached (count: the
+  // current one). kIslice: CPython's islice state (count is `cnt`).
+  int64_t next = 0, stop = -1, step = 1;
 };
 
 namespace {
@@ -71,6 +74,27 @@ bool IsJoin(const VarPtr& fn) {
 }
 
 }  // namespace
+
+VarPtr Translator::MakeChain(std::vector<VarPtr> iterables) {
+  VarPtr v = NewGenerator(GeneratorState::Kind::kChain);
+  v->generator->inputs = std::move(iterables);
+  return v;
+}
+
+VarPtr Translator::MakeChainFromIterable(VarPtr source) {
+  VarPtr v = NewGenerator(GeneratorState::Kind::kChainFromIterable);
+  v->generator->inputs = {std::move(source)};
+  return v;
+}
+
+VarPtr Translator::MakeIslice(VarPtr iterator, int64_t start, int64_t stop, int64_t step) {
+  VarPtr v = NewGenerator(GeneratorState::Kind::kIslice);
+  v->generator->inputs = {std::move(iterator)};
+  v->generator->next = start;
+  v->generator->stop = stop;
+  v->generator->step = step;
+  return v;
+}
 
 bool Translator::IsGeneratorExpression(const bytecode::DecodedCode& code) {
   // Generator functions (def ... yield) may hold try/finally and with blocks
@@ -170,6 +194,57 @@ absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
       absl::StatusOr<VarPtr> r = Call(g.function, std::move(row), {});
       if (!r.ok()) return r.status();
       return *r;
+    }
+    case GeneratorState::Kind::kChain:
+      // itertools.chain: iter() of each iterable only once the previous
+      // one is exhausted, as chain_next does.
+      while (g.count < static_cast<int64_t>(g.inputs.size())) {
+        VarPtr& current = g.inputs[static_cast<size_t>(g.count)];
+        if (current->kind != VarKind::kIterator && current->kind != VarKind::kGenerator) {
+          absl::StatusOr<VarPtr> iter = GetIter(current);
+          if (!iter.ok()) return iter.status();
+          current = *iter;
+        }
+        absl::StatusOr<std::optional<VarPtr>> v = NextValue(current);
+        if (!v.ok()) return v.status();
+        if (*v) return **v;
+        ++g.count;
+      }
+      return end();
+    case GeneratorState::Kind::kChainFromIterable:
+      // chain.from_iterable: the next iterable is taken from the source
+      // only once the active one is exhausted (chain_next).
+      for (;;) {
+        if (g.inputs.size() < 2) {
+          absl::StatusOr<std::optional<VarPtr>> iterable = NextValue(g.inputs[0]);
+          if (!iterable.ok()) return iterable.status();
+          if (!*iterable) return end();
+          absl::StatusOr<VarPtr> active = GetIter(**iterable);
+          if (!active.ok()) return active.status();
+          g.inputs.push_back(*active);
+        }
+        absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[1]);
+        if (!v.ok()) return v.status();
+        if (*v) return **v;
+        g.inputs.pop_back();
+      }
+    case GeneratorState::Kind::kIslice: {
+      // itertools.islice's islice_next: skip up to `next`, stop at `stop`.
+      while (g.count < g.next) {
+        absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[0]);
+        if (!v.ok()) return v.status();
+        if (!*v) return end();
+        ++g.count;
+      }
+      if (g.stop != -1 && g.count >= g.stop) return end();
+      absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[0]);
+      if (!v.ok()) return v.status();
+      if (!*v) return end();
+      ++g.count;
+      int64_t old_next = g.next;
+      g.next += g.step;
+      if (g.next < old_next || (g.stop != -1 && g.next > g.stop)) g.next = g.stop;
+      return **v;
     }
     case GeneratorState::Kind::kFilter:
       for (;;) {

@@ -720,7 +720,12 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
                             (obj->kind == VarKind::kList || obj->kind == VarKind::kDict);
       if (replayed) MarkMutated(obj);
       if ((obj->kind == VarKind::kList || obj->kind == VarKind::kDict) && (!obj->source || replayed)) {
+        if (obj->kind == VarKind::kList && index->kind == VarKind::kSlice) return AssignSlice(obj, index, value);
         if (obj->kind == VarKind::kList) {
+          if (!index->is_constant() || !PyIndex_Check(index->object.get())) {
+            return Break(ir::GraphBreak::OTHER, absl::StrCat("list index is a ", Describe(*index)),
+                         "index lists with Python ints or slices");
+          }
           ASSIGN_OR_RETURN(i, AsInt(index));
           int64_t n = static_cast<int64_t>(obj->items.size());
           if (i < 0) i += n;

@@ -99,12 +99,51 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> CallWithGenerator(const VarPtr& fn,
                                                           std::vector<VarPtr>& args,
                                                           Kwargs& kwargs);
+  // itertools.chain over `iterables` and itertools.islice over an
+  // iterator (stop -1: none), as lazy adapters.
+  VarPtr MakeChain(std::vector<VarPtr> iterables);
+  VarPtr MakeIslice(VarPtr iterator, int64_t start, int64_t stop, int64_t step);
+  // itertools.chain.from_iterable over an iterator of iterables.
+  VarPtr MakeChainFromIterable(VarPtr source);
   // nn.Module's own generator methods over its module tree (modules,
   // children, named_modules, named_children): read from the real module, an
   // iterator over the result. Nothing for any other function.
   std::optional<absl::StatusOr<VarPtr>> CallModuleTreeGenerator(const VarPtr& fn,
                                                                 const std::vector<VarPtr>& args,
                                                                 const Kwargs& kwargs);
+
+  // --- the standard library's functional helpers (functools.cc) ---
+  // functools.partial/reduce, itertools.chain/islice and calls of a
+  // partial. Nothing when `fn` is none of those.
+  std::optional<absl::StatusOr<VarPtr>> CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
+                                                      Kwargs& kwargs);
+  // A real functools.partial read from `source`: a kPartial tracker whose
+  // function, args and keywords are guarded. Nothing for any other object.
+  std::optional<absl::StatusOr<VarPtr>> WrapPartial(const python::Object& obj, const SourcePtr& source);
+
+  // --- lists and dicts (containers.cc) ---
+  // list[slice] = iterable, as list_ass_subscript does.
+  absl::Status AssignSlice(const VarPtr& list, const VarPtr& slice, const VarPtr& value);
+  // dict[key] = value on a dict tracker (constant keys).
+  absl::Status DictSet(const VarPtr& dict, const VarPtr& key, const VarPtr& value);
+  // dict(arg, **kwargs).
+  absl::StatusOr<VarPtr> BuildDict(const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // collections.OrderedDict(...) (the class `fn` is guarded by identity);
+  // nothing for other classes.
+  std::optional<absl::StatusOr<VarPtr>> ConstructContainer(const VarPtr& cls, const std::vector<VarPtr>& args,
+                                                           const Kwargs& kwargs);
+  // clear() and copy() of a list or dict tracker (mutations are recorded by
+  // the caller); nothing for other methods.
+  std::optional<absl::StatusOr<VarPtr>> CallContainerMethod(const VarPtr& self, const std::string& name,
+                                                            const std::vector<VarPtr>& args,
+                                                            const Kwargs& kwargs);
+
+  // --- Tensor.new and Tensor.type (tensor_legacy.cc) ---
+  // Nothing when the call is not one of those forms (it then reaches the
+  // registry as Tensor.<name>).
+  std::optional<absl::StatusOr<VarPtr>> CallLegacyTensorMethod(const VarPtr& self, const std::string& name,
+                                                               const std::vector<VarPtr>& args,
+                                                               const Kwargs& kwargs);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

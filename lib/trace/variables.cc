@@ -80,6 +80,7 @@ std::string Describe(const Var& var) {
     case VarKind::kRange: return absl::StrCat("range(", var.start, ", ", var.stop, ", ", var.step, ")");
     case VarKind::kIterator: return "iterator";
     case VarKind::kGenerator: return "generator";
+    case VarKind::kPartial: return absl::StrCat("functools.partial of ", Describe(*var.self));
     case VarKind::kDType: return absl::StrCat("torch.", ops::DTypeName(var.dtype));
     case VarKind::kDevice: return absl::StrCat("device ", ops::DeviceName(var.device));
     case VarKind::kModule: return absl::StrCat("module ", python::Repr(var.object));

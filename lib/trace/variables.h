@@ -45,6 +45,8 @@ enum class VarKind {
   kDictView,      // d.keys() / d.values() / d.items(): a live view of the kDict `self`
   kOpaque,        // any other Python object: attributes readable, nothing callable
   kGenerator,     // a generator run lazily by the trace (generators.cc)
+  kPartial,       // functools.partial: `self` the function, `defaults` its args (kTuple),
+                  // `kwdefaults` its keywords (kDict) (functools.cc)
 };
 
 struct Var;
@@ -66,6 +68,9 @@ struct Var {
   // kTuple, kList, kIterator, kDict values, kSlice (3 items)
   std::vector<VarPtr> items;
   std::vector<VarPtr> keys;  // kDict keys (constants), parallel to items
+  // kDict made during the trace as another class (collections.OrderedDict,
+  // containers.cc); empty: a dict. One read from a source is its object's.
+  python::Object dict_class;
   bool is_size = false;      // kTuple: a torch.Size
   std::vector<std::string> fields;  // kTuple: a named tuple's field names (torch.return_types)
   size_t position = 0;       // kIterator: next item

@@ -13,7 +13,9 @@
     scripts/python test/python/live_correctness_test.py [-v]
 """
 import collections
+import functools
 import itertools
+import operator
 import sys
 import warnings
 
@@ -127,6 +129,27 @@ def legacy_tensor_types():
     def f(t):
         return t + 1 if isinstance(t, torch.FloatTensor) else t - 1
     return check("FloatTensor", f, [(X,), (X.double(),)])
+
+
+@minimal
+def stdlib_functional_helpers():
+    def f(x, y):
+        add2 = functools.partial(torch.add, alpha=2)
+        total = functools.reduce(operator.add, [x, y, add2(x, y)])
+        single = functools.reduce(lambda a, b: (a, b), [y], None)
+        picked = list(itertools.islice(itertools.chain([x + 1, x + 2], (x + 3,)), 1, None))
+        d = dict([("a", x), ("b", y)], c=x * 2)
+        od = collections.OrderedDict(d)
+        od["a"] = y
+        m = [1, 2, 3, 4]
+        m[1:3] = [9]
+        m[::2] = (7, 8)
+        e = d.copy()
+        e.clear()
+        t = x.type(torch.float64).new(y.size()).fill_(1) + torch.addcdiv(x, x, y + 2, value=0.5)
+        return (total, single, picked, list(d.items()), list(od.items()), type(od).__name__, m, len(e),
+                t, x.type(), x.new(2, 3).shape)
+    return check("stdlib functional helpers", f, [(X, X * 3), (X * 2, X)], expect_graphs=1)
 
 
 @minimal
@@ -491,6 +514,13 @@ def run_guards():
          (a, {"k": 1}), (a, collections.OrderedDict(k=1))),
         ("strides: channels_last", lambda x: x + 1 if x.is_contiguous(memory_format=torch.channels_last) else x - 1,
          (torch.ones(1, 3, 2, 2),), (torch.ones(1, 3, 2, 2).to(memory_format=torch.channels_last),)),
+        ("partial: its function", lambda x, p: p(x), (a, functools.partial(torch.add, other=1)),
+         (a, functools.partial(torch.mul, other=1))),
+        ("partial: a keyword's value", lambda x, p: p(x), (a, functools.partial(torch.add, other=1)),
+         (a, functools.partial(torch.add, other=2))),
+        ("partial: its args", lambda x, p: p(x), (a, functools.partial(torch.add, b)),
+         (a, functools.partial(torch.add, b, alpha=2))),
+        ("partial -> function", lambda x, p: p(x), (a, functools.partial(torch.neg)), (a, torch.sin)),
         ("'in' over a str argument", lambda x, s: x + 1 if "ab" in s else x - 1, (a, "xx"), (a, "xabx")),
         ("class attribute through super()", None, None, None),
     ]

@@ -265,6 +265,20 @@ def _unary(name):
     yield from unary_cases(name)
 
 
+@gen("torch.addcmul", "Tensor.addcmul", "Tensor.addcmul_", "torch.addcdiv", "Tensor.addcdiv",
+     "Tensor.addcdiv_")
+def _addc(name):
+    for d in DTYPES:
+        yield (T(2, 3, dtype=d), T(2, 3, dtype=d), T(2, 3, dtype=d)), {}
+        yield (T(2, 3, dtype=d), T(3), T(2, 1, dtype=d)), {"value": 2}
+        yield (T(2, 3), T(2, 3, dtype=d), T(3, dtype=torch.int64)), {"value": 0.5}
+        yield (T(3, dtype=d), T(2, 1), T(1, 3)), {}
+        yield (T(dtype=d), T(2, 3, dtype=torch.int32), T(2, 3, dtype=torch.float16)), {"value": True}
+    yield (T(2, 3, layout="transposed"), T(2, 3), T(2, 3, layout="strided")), {"value": 5.0}
+    yield (T(2, 3), T(4, 3), T(2, 3)), {}
+    yield (T(0, 3), T(1, 3), T(3)), {}
+
+
 @gen("torch.where")
 def _where(name):
     for d in DTYPES:
@@ -1037,6 +1051,13 @@ def _tensor(name):
         yield (data,), {}
         yield (data,), {"dtype": torch.float64}
     yield ([1.0, 2.0],), {"requires_grad": True}
+    # A tensor is copied: its dtype, device and (preserved) layout.
+    for d in [torch.int64, torch.float16, torch.float32]:
+        for x in list(layouts(3, 2, dtype=d)) + [T(dtype=d), T(0, 3, dtype=d), T(2, 1, 3, dtype=d)]:
+            yield (x,), {}
+            yield (x,), {"dtype": torch.float64}
+    yield (T(2, 3),), {"requires_grad": True}
+    yield (T(2, 3, dtype=torch.int64),), {"requires_grad": True}
 
 
 @gen("torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.full_like", "torch.rand_like",

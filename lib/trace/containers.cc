@@ -1,0 +1,155 @@
+// Lists and dicts beyond indexing: slice assignment, the dict() constructor
+// and the dict/list methods that copy or empty a container, each as CPython
+// defines it (Objects/listobject.c list_ass_subscript, Objects/dictobject.c
+// dict_update_arg):
+//
+//   m[1:] = [6] * 3        list_ass_slice: the slice replaced by the items
+//   m[::2] = (a, b)        extended slice: lengths must match
+//   dict(pairs, **kw)      a mapping's keys() then [k], or 2-item sequences
+//   d.copy(), d.clear()    a new dict; the same dict emptied (recorded when
+//                          the dict outlives the call, see MarkMutated)
+#include <Python.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/python/error.h"
+#include "lib/trace/translator_internal.h"
+
+namespace dynamo::trace {
+
+absl::Status Translator::AssignSlice(const VarPtr& list, const VarPtr& slice, const VarPtr& value) {
+  absl::StatusOr<python::Object> s = ToPython(slice);
+  if (!s.ok()) return s.status();
+  Py_ssize_t start = 0, stop = 0, step = 1;
+  if (PySlice_Unpack(s->get(), &start, &stop, &step) < 0) return python::FetchError("slice");
+  const Py_ssize_t n = static_cast<Py_ssize_t>(list->items.size());
+  Py_ssize_t count = PySlice_AdjustIndices(n, &start, &stop, step);
+  // "can only assign an iterable": taken whole first, so m[:] = m works.
+  absl::StatusOr<std::vector<VarPtr>> items = Materialize(value);
+  if (!items.ok()) return items.status();
+  if (step == 1) {
+    if (stop < start) stop = start;
+    std::vector<VarPtr> out(list->items.begin(), list->items.begin() + start);
+    out.insert(out.end(), items->begin(), items->end());
+    out.insert(out.end(), list->items.begin() + stop, list->items.end());
+    list->items = std::move(out);
+    return absl::OkStatus();
+  }
+  if (static_cast<Py_ssize_t>(items->size()) != count) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("assigning a sequence of size ", items->size(), " to an extended slice of size ",
+                              count),
+                 "the function would raise ValueError");
+  }
+  for (Py_ssize_t k = 0; k < count; ++k) {
+    list->items[static_cast<size_t>(start + k * step)] = (*items)[static_cast<size_t>(k)];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Translator::DictSet(const VarPtr& dict, const VarPtr& key, const VarPtr& value) {
+  if (!key->is_constant()) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("a dict key that is a ", Describe(*key)),
+                 "dicts are traced with constant keys");
+  }
+  for (size_t k = 0; k < dict->keys.size(); ++k) {
+    absl::StatusOr<VarPtr> eq = Compare("==", dict->keys[k], key);
+    if (!eq.ok()) return eq.status();
+    if ((*eq)->object.get() == Py_True) {
+      dict->items[k] = value;  // the first key object stays, as in CPython
+      return absl::OkStatus();
+    }
+  }
+  dict->keys.push_back(key);
+  dict->items.push_back(value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VarPtr> Translator::BuildDict(const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  if (args.size() > 1) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("dict() with ", args.size(), " positional arguments"),
+                 "the call would raise TypeError");
+  }
+  VarPtr d = Var::Dict({}, {});
+  if (args.size() == 1) {
+    const VarPtr& arg = args[0];
+    if (arg->kind == VarKind::kDict) {  // a mapping: its keys, in its order
+      guards_.LengthMatch(arg->source, static_cast<int64_t>(arg->items.size()));
+      for (size_t i = 0; i < arg->keys.size(); ++i) {
+        if (absl::Status s = DictSet(d, arg->keys[i], arg->items[i]); !s.ok()) return s;
+      }
+    } else if (arg->is_sequence() || arg->kind == VarKind::kIterator || arg->kind == VarKind::kGenerator ||
+               arg->kind == VarKind::kDictView) {
+      absl::StatusOr<VarPtr> it = GetIter(arg);
+      if (!it.ok()) return it.status();
+      for (;;) {
+        absl::StatusOr<std::optional<VarPtr>> next = NextValue(*it);
+        if (!next.ok()) return next.status();
+        if (!*next) break;
+        const VarPtr& pair = **next;
+        if (!pair->is_sequence()) {
+          return Break(ir::GraphBreak::OTHER, absl::StrCat("dict() of a ", Describe(*pair), " item"),
+                       "dict() is traced over pairs held in tuples or lists");
+        }
+        if (pair->items.size() != 2) {
+          return Break(ir::GraphBreak::OTHER,
+                       absl::StrCat("dict() of a sequence of length ", pair->items.size()),
+                       "the function would raise ValueError");
+        }
+        guards_.LengthMatch(pair->source, 2);
+        if (absl::Status s = DictSet(d, pair->items[0], pair->items[1]); !s.ok()) return s;
+      }
+    } else {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("dict() on ", Describe(*arg)),
+                   "dict() is traced over dicts and iterables of pairs");
+    }
+  }
+  for (const auto& [k, v] : kwargs) {
+    if (absl::Status s = DictSet(d, Var::Constant(python::FromString(k)), v); !s.ok()) return s;
+  }
+  return d;
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::ConstructContainer(const VarPtr& cls,
+                                                                     const std::vector<VarPtr>& args,
+                                                                     const Kwargs& kwargs) {
+  static PyObject* const ordered_dict = [] {  // leaked: lives as long as collections
+    absl::StatusOr<python::Object> m = python::Import("collections");
+    absl::StatusOr<python::Object> c = m.ok() ? python::GetAttr(*m, "OrderedDict") : m.status();
+    if (!c.ok()) PyErr_Clear();
+    return c.ok() ? c->release() : nullptr;
+  }();
+  if (!cls->object || cls->object.get() != ordered_dict) return std::nullopt;
+  // OrderedDict.__init__ updates from a mapping's keys or from pairs, then
+  // from the keywords: what dict() does, in the same order.
+  absl::StatusOr<VarPtr> d = BuildDict(args, kwargs);
+  if (d.ok()) (*d)->dict_class = cls->object;
+  return d;
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarPtr& self, const std::string& name,
+                                                                      const std::vector<VarPtr>& args,
+                                                                      const Kwargs& kwargs) {
+  if (self->kind != VarKind::kList && self->kind != VarKind::kDict) return std::nullopt;
+  if (!kwargs.empty() || !args.empty()) return std::nullopt;
+  // A subclass read from the frame (OrderedDict, a user's list) answers
+  // with its own class's methods.
+  PyTypeObject* exact = self->kind == VarKind::kList ? &PyList_Type : &PyDict_Type;
+  if (self->object && Py_TYPE(self->object.get()) != exact) return std::nullopt;
+  if (name == "clear") {
+    self->items.clear();
+    self->keys.clear();
+    return absl::StatusOr<VarPtr>(Var::Constant(python::None()));
+  }
+  if (name == "copy") {
+    // A shallow copy: a new container of the same trackers.
+    guards_.LengthMatch(self->source, static_cast<int64_t>(self->items.size()));
+    if (self->kind == VarKind::kList) return absl::StatusOr<VarPtr>(Var::List(self->items));
+    // OrderedDict.copy() is type(self)(self): the same class.
+    VarPtr copy = Var::Dict(self->keys, self->items);
+    copy->dict_class = self->dict_class;
+    return absl::StatusOr<VarPtr>(copy);
+  }
+  return std::nullopt;
+}
+
+}  // namespace dynamo::trace

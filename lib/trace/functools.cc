@@ -1,0 +1,234 @@
+// The standard library's functional helpers, traced with CPython's own
+// semantics (Modules/_functoolsmodule.c, Modules/itertoolsmodule.c):
+//
+//   functools.partial(f, *args, **kw)   a kPartial tracker; calling it calls
+//                                       f(*args, *more, **{**kw, **more_kw})
+//   functools.reduce(f, it[, initial])  f applied left to right, pulling
+//                                       from `it` lazily
+//   itertools.chain(*its), islice(...)  lazy adapters (generators.cc)
+//
+// A partial passed in from outside is its function, args and keywords, each
+// read from the real object through its path (p.func, p.args, p.keywords)
+// and guarded there; its exact type is guarded, so a subclass (which may
+// define its own __call__) is never taken for one.
+#include <Python.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/python/error.h"
+#include "lib/trace/translator_internal.h"
+
+namespace dynamo::trace {
+namespace {
+
+using python::Object;
+
+// functools.partial, functools.reduce, itertools.chain, itertools.islice:
+// resolved once per process (leaked on purpose, as the interpreter's own).
+PyObject* StdlibObject(const char* module, const char* name) {
+  static auto* cache = new absl::flat_hash_map<std::string, PyObject*>();
+  std::string key = absl::StrCat(module, ".", name);
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  PyObject* found = nullptr;
+  absl::StatusOr<Object> m = python::Import(module);
+  absl::StatusOr<Object> a = m.ok() ? python::GetAttr(*m, name) : m.status();
+  if (a.ok()) {
+    found = a->release();
+  } else {
+    PyErr_Clear();
+  }
+  (*cache)[key] = found;
+  return found;
+}
+
+bool Is(const VarPtr& fn, const char* module, const char* name) {
+  PyObject* o = StdlibObject(module, name);
+  return o != nullptr && fn->object.get() == o;
+}
+
+// islice's start/stop/step: None or a non-negative int (CPython raises
+// ValueError otherwise).
+std::optional<int64_t> SliceBound(const VarPtr& v, int64_t if_none) {
+  if (v->is_none()) return if_none;
+  if (!v->is_constant() || !PyLong_Check(v->object.get())) return std::nullopt;
+  int overflow = 0;
+  long long n = PyLong_AsLongLongAndOverflow(v->object.get(), &overflow);
+  if (overflow != 0 || n < 0) return std::nullopt;
+  return static_cast<int64_t>(n);
+}
+
+}  // namespace
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
+                                                                Kwargs& kwargs) {
+  if (fn->kind == VarKind::kPartial) {
+    std::vector<VarPtr> all = fn->defaults->items;
+    all.insert(all.end(), args.begin(), args.end());
+    // {**keywords, **kwargs}: a keyword given again keeps its first position.
+    Kwargs merged;
+    for (size_t i = 0; i < fn->kwdefaults->keys.size(); ++i) {
+      absl::StatusOr<std::string> k = python::AsString(fn->kwdefaults->keys[i]->object);
+      if (!k.ok()) return absl::StatusOr<VarPtr>(k.status());
+      merged.emplace_back(*k, fn->kwdefaults->items[i]);
+    }
+    for (auto& kv : kwargs) {
+      bool replaced = false;
+      for (auto& m : merged) {
+        if (m.first == kv.first) {
+          m.second = kv.second;
+          replaced = true;
+        }
+      }
+      if (!replaced) merged.push_back(kv);
+    }
+    return Call(fn->self, std::move(all), std::move(merged));
+  }
+  if (!fn->object || (fn->kind != VarKind::kClass && fn->kind != VarKind::kOpaque)) return std::nullopt;
+
+  if (Is(fn, "functools", "partial")) {
+    if (args.empty()) {
+      return Break(ir::GraphBreak::OTHER, "functools.partial() without a function",
+                   "the call would raise TypeError");
+    }
+    VarPtr func = args[0];
+    switch (func->kind) {
+      case VarKind::kFunction: case VarKind::kOp: case VarKind::kBuiltin: case VarKind::kMethod:
+      case VarKind::kNNModule: case VarKind::kPartial:
+        break;
+      default:
+        return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                     absl::StrCat("functools.partial of ", Describe(*func)),
+                     "partials are traced over functions, torch ops, modules and methods");
+    }
+    std::vector<VarPtr> bound;
+    std::vector<VarPtr> keys, values;
+    if (func->kind == VarKind::kPartial) {  // partial(partial(f, a), b) is partial(f, a, b)
+      bound = func->defaults->items;
+      keys = func->kwdefaults->keys;
+      values = func->kwdefaults->items;
+      func = func->self;
+    }
+    bound.insert(bound.end(), args.begin() + 1, args.end());
+    for (auto& kv : kwargs) {
+      bool replaced = false;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (python::AsString(keys[i]->object).value_or("") == kv.first) {
+          values[i] = kv.second;
+          replaced = true;
+        }
+      }
+      if (!replaced) {
+        keys.push_back(Var::Constant(python::FromString(kv.first)));
+        values.push_back(kv.second);
+      }
+    }
+    VarPtr p = Var::OfKind(VarKind::kPartial, Object());
+    p->self = func;
+    p->defaults = Var::Tuple(std::move(bound));
+    p->kwdefaults = Var::Dict(std::move(keys), std::move(values));
+    return absl::StatusOr<VarPtr>(p);
+  }
+
+  if (Is(fn, "functools", "reduce")) {
+    guards_.IdMatch(fn->source, fn->object);
+    if (!kwargs.empty() || args.size() < 2 || args.size() > 3) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("functools.reduce() with ", args.size(), " arguments"),
+                   "the call would raise TypeError");
+    }
+    absl::StatusOr<VarPtr> it = GetIter(args[1]);
+    if (!it.ok()) return absl::StatusOr<VarPtr>(it.status());
+    // An explicit initial, None included, is the first accumulated value.
+    VarPtr result = args.size() == 3 ? args[2] : nullptr;
+    for (;;) {
+      absl::StatusOr<std::optional<VarPtr>> next = NextValue(*it);
+      if (!next.ok()) return absl::StatusOr<VarPtr>(next.status());
+      if (!*next) break;
+      if (!result) {
+        result = **next;
+        continue;
+      }
+      absl::StatusOr<VarPtr> r = Call(args[0], {result, **next}, {});
+      if (!r.ok()) return r;
+      result = *r;
+    }
+    if (!result) {
+      return Break(ir::GraphBreak::OTHER, "functools.reduce() of an empty iterable with no initial value",
+                   "the call would raise TypeError");
+    }
+    return absl::StatusOr<VarPtr>(result);
+  }
+
+  if (Is(fn, "itertools", "chain")) {
+    if (!kwargs.empty()) {
+      return Break(ir::GraphBreak::OTHER, "itertools.chain() with keyword arguments",
+                   "the call would raise TypeError");
+    }
+    return absl::StatusOr<VarPtr>(MakeChain(args));
+  }
+
+  // itertools.chain.from_iterable: a classmethod of the C type chain (its
+  // bound form is made anew on each access, so it is known by its owner).
+  PyObject* chain = StdlibObject("itertools", "chain");
+  if (chain != nullptr && PyCFunction_Check(fn->object.get()) && PyCFunction_GET_SELF(fn->object.get()) == chain &&
+      absl::string_view(reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name) == "from_iterable") {
+    if (!kwargs.empty() || args.size() != 1) {
+      return Break(ir::GraphBreak::OTHER, "chain.from_iterable() takes one argument", "the call would raise TypeError");
+    }
+    absl::StatusOr<VarPtr> source = GetIter(args[0]);
+    if (!source.ok()) return absl::StatusOr<VarPtr>(source.status());
+    return absl::StatusOr<VarPtr>(MakeChainFromIterable(*source));
+  }
+
+  if (Is(fn, "itertools", "islice")) {
+    if (!kwargs.empty() || args.size() < 2 || args.size() > 4) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("itertools.islice() with ", args.size(), " arguments"),
+                   "the call would raise TypeError");
+    }
+    std::optional<int64_t> start = 0, stop, step = 1;
+    if (args.size() == 2) {
+      stop = SliceBound(args[1], -1);
+    } else {
+      start = SliceBound(args[1], 0);
+      stop = SliceBound(args[2], -1);
+      if (args.size() == 4) step = SliceBound(args[3], 1);
+    }
+    if (!start || !stop || !step || *step < 1) {
+      return Break(ir::GraphBreak::OTHER, "itertools.islice() with bounds that are not None or ints >= 0",
+                   "the call would raise ValueError");
+    }
+    absl::StatusOr<VarPtr> it = GetIter(args[0]);
+    if (!it.ok()) return absl::StatusOr<VarPtr>(it.status());
+    return absl::StatusOr<VarPtr>(MakeIslice(*it, *start, *stop, *step));
+  }
+  return std::nullopt;
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::WrapPartial(const Object& obj, const SourcePtr& source) {
+  PyObject* partial = StdlibObject("functools", "partial");
+  if (partial == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(obj.get())) != partial) return std::nullopt;
+  if (!source) {
+    return Break(ir::GraphBreak::OTHER, "a functools.partial with no known path",
+                 "pass the partial as an argument or keep it as a global");
+  }
+  guards_.TypeMatch(source, obj);
+  VarPtr p = Var::OfKind(VarKind::kPartial, obj, source);
+  struct Part {
+    const char* name;
+    VarPtr* into;
+  };
+  VarPtr func;
+  for (Part part : {Part{"func", &func}, Part{"args", &p->defaults}, Part{"keywords", &p->kwdefaults}}) {
+    absl::StatusOr<Object> value = python::GetAttr(obj, part.name);
+    if (!value.ok()) return absl::StatusOr<VarPtr>(value.status());
+    absl::StatusOr<VarPtr> w = Wrap(*value, Source::Attr(source, part.name));
+    if (!w.ok()) return w;
+    *part.into = *w;
+  }
+  p->self = func;
+  if (p->defaults->kind != VarKind::kTuple || p->kwdefaults->kind != VarKind::kDict) {
+    return Break(ir::GraphBreak::OTHER, "a functools.partial whose args or keywords are not plain",
+                 "build the partial from a plain tuple and dict");
+  }
+  return absl::StatusOr<VarPtr>(p);
+}
+
+}  // namespace dynamo::trace
