@@ -356,7 +356,9 @@ absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
       guards_.LengthMatch(v->source, n);
       return n > 0;
     }
+    case VarKind::kUserObject:
     case VarKind::kOpaque:
+      if (std::optional<absl::StatusOr<bool>> r = UserTruthy(v)) return *std::move(r);
       return Break(ir::GraphBreak::OTHER,
                    absl::StrCat("truth value of ", Describe(*v), " is not traced"),
                    "compare with None or a constant explicitly");
@@ -559,7 +561,10 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     case op::kStoreAttr: {
       POP_OR_RETURN(obj);
       POP_OR_RETURN(value);
-      if (allow_breaks_) return StoreAttr(obj, std::string(in.argument.text), value);
+      // A tracked instance is new: setting its attributes is no side effect.
+      if (allow_breaks_ || obj->kind == VarKind::kUserObject) {
+        return StoreAttr(obj, std::string(in.argument.text), value);
+      }
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat("setting attribute '", in.argument.text, "' on ", Describe(*obj)),
                    "attribute assignment is a side effect that a single graph cannot hold");

@@ -106,6 +106,26 @@ class Translator {
                                                                 const std::vector<VarPtr>& args,
                                                                 const Kwargs& kwargs);
 
+  // --- user classes and their instances (user_objects.cc) ---
+  // cls(*args, **kw) for a plain Python class (object.__new__, then its
+  // __init__ inlined) or a named tuple class (its __new__ inlined); nothing
+  // for any other class, which stays a graph break.
+  std::optional<absl::StatusOr<VarPtr>> ConstructUserObject(const VarPtr& cls, std::vector<VarPtr>& args,
+                                                            Kwargs& kwargs);
+  // tuple.__new__(cls, iterable), as a named tuple's __new__ calls it.
+  std::optional<absl::StatusOr<VarPtr>> CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                     const Kwargs& kwargs);
+  // obj.name of a kUserObject, or of a named tuple made by the trace
+  // (nothing: not a class attribute, the tuple's own methods answer).
+  absl::StatusOr<VarPtr> UserObjectAttr(const VarPtr& obj, const std::string& name);
+  std::optional<absl::StatusOr<VarPtr>> UserTupleAttr(const VarPtr& obj, const std::string& name);
+  absl::Status StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value);
+  absl::StatusOr<bool> UserObjectHasAttr(const VarPtr& obj, const std::string& name);
+  // The truth value of an instance of a Python class: type(v).__bool__,
+  // then __len__, then True (CPython's order); nothing when v's class is
+  // not one whose protocol is known.
+  std::optional<absl::StatusOr<bool>> UserTruthy(const VarPtr& v);
+
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
   absl::StatusOr<VarPtr> CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
