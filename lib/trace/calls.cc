@@ -711,6 +711,17 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
   if (fn->self) args.insert(args.begin(), fn->self);
   Frame frame;
   if (absl::Status s = PrepareFrame(frame, code, globals, /*generator=*/true); !s.ok()) return s;
+  if (!frame.top_globals && frame.globals_source && fn->source && PyFunction_Check(fn->object.get())) {
+    // Globals that are no module's (exec'd code: a named tuple's __new__):
+    // read through the function itself, whose identity is guarded.
+    PyObject* name = PyDict_GetItemString(globals.get(), "__name__");
+    PyObject* module = name ? PyDict_GetItemWithError(PyImport_GetModuleDict(), name) : nullptr;
+    if (module == nullptr) PyErr_Clear();
+    if (module == nullptr || !PyModule_Check(module) || PyModule_GetDict(module) != globals.get()) {
+      frame.globals_source = Source::Attr(fn->source, "__globals__");
+      frame.globals_by_item = true;
+    }
+  }
   std::vector<VarPtr> given = frame.generator ? args : std::vector<VarPtr>();
   frames_.push_back(&frame);  // so argument errors point into the callee
   absl::Status bound = BindArguments(frame, callee, std::move(args), std::move(kwargs));

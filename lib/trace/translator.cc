@@ -529,7 +529,9 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
       SourcePtr source;
       if (value != nullptr) {
         source = f.top_globals ? Source::Global(name)
-                 : f.globals_source ? Source::Attr(f.globals_source, name) : nullptr;
+                 : f.globals_source ? (f.globals_by_item ? Source::Item(f.globals_source, name)
+                                                       : Source::Attr(f.globals_source, name))
+                                   : nullptr;
       } else {
         PyObject* builtins = PyDict_GetItemString(f.globals.get(), "__builtins__");
         if (builtins != nullptr && PyModule_Check(builtins)) builtins = PyModule_GetDict(builtins);

@@ -44,6 +44,7 @@ class Translator {
     // internals (torch is not expected to be monkey-patched mid-run).
     bool top_globals = false;
     SourcePtr globals_source;
+    bool globals_by_item = false;  // globals_source is a dict (fn.__globals__), read by item
     std::vector<VarPtr> stack;
     std::vector<VarPtr> locals;  // one per localsplus slot
     std::vector<VarPtr> closure; // cells for COPY_FREE_VARS

@@ -65,10 +65,11 @@ bool PythonClassesUpTo(PyObject* cls, PyTypeObject* base, bool allow_slots) {
   return false;
 }
 
-// The attribute protocol of instances is object's own.
-bool DefaultAttributeProtocol(PyObject* cls) {
+// The attribute protocol of instances is that of `base` (object, or tuple,
+// whose slots are the generic ones).
+bool DefaultAttributeProtocol(PyObject* cls, PyTypeObject* base = &PyBaseObject_Type) {
   for (const char* name : {"__getattribute__", "__setattr__", "__delattr__"}) {
-    if (TypeLookup(cls, name) != ObjectMember(name)) return false;
+    if (TypeLookup(cls, name) != TypeLookup(reinterpret_cast<PyObject*>(base), name)) return false;
   }
   return TypeLookup(cls, "__getattr__") == nullptr;
 }
@@ -86,7 +87,7 @@ bool PlainClass(PyObject* cls) {
 // __new__ is a Python function that calls tuple.__new__.
 bool NamedTupleClass(PyObject* cls) {
   if (!PyType_Check(cls) || !PythonClassesUpTo(cls, &PyTuple_Type, /*allow_slots=*/true)) return false;
-  if (!DefaultAttributeProtocol(cls) || TypeLookup(cls, "__init__") != ObjectMember("__init__")) return false;
+  if (!DefaultAttributeProtocol(cls, &PyTuple_Type) || TypeLookup(cls, "__init__") != ObjectMember("__init__")) return false;
   PyObject* fields = TypeLookup(cls, "_fields");
   if (fields == nullptr || !PyTuple_Check(fields)) return false;
   PyObject* tuple = reinterpret_cast<PyObject*>(&PyTuple_Type);
