@@ -307,8 +307,11 @@ class Emitter {
       case VarKind::kTuple: {
         if (v->source && v->object) return LoadSource(v->source);
         if (v->user_class) {  // a named tuple made by calling its class: tuple.__new__(cls, items)
+          // tuple is cls.__mro__[-2] (the translator checked the MRO ends
+          // tuple, object): no import, so frames with restricted builtins
+          // (a named tuple's exec'd __new__) can run it.
           Emit(op::kPushNull);
-          ImportPath({"builtins"}, {"tuple", "__new__"});
+          if (absl::Status s = LoadMroEntry(v->user_class, -2, "__new__"); !s.ok()) return s;
           if (absl::Status s = Load(v->user_class); !s.ok()) return s;
           for (const VarPtr& item : v->items) {
             if (absl::Status s = Load(item); !s.ok()) return s;
@@ -356,7 +359,7 @@ class Emitter {
         // attribute it holds (its class's __setattr__ is object's). Kept in
         // a temporary first, so attributes may refer back to it.
         Emit(op::kPushNull);
-        ImportPath({"builtins"}, {"object", "__new__"});
+        if (absl::Status s = LoadMroEntry(v->user_class, -1, "__new__"); !s.ok()) return s;  // object.__new__
         if (absl::Status s = Load(v->user_class); !s.ok()) return s;
         Call(1);
         int t = NewTemp();
@@ -460,6 +463,17 @@ class Emitter {
         if (v->object) return LoadObject(v->object);
         return Unrebuildable(trace::Describe(*v));
     }
+  }
+
+  // cls.__mro__[index].attr, for the builtin bases of a class the trace
+  // instantiated, read without importing builtins.
+  absl::Status LoadMroEntry(const VarPtr& cls, int index, const std::string& attr) {
+    if (absl::Status s = Load(cls); !s.ok()) return s;
+    Emit(op::kLoadAttr, Name("__mro__"));
+    LoadConst(python::FromLong(index));
+    Emit(op::kBinarySubscr);
+    Emit(op::kLoadAttr, Name(attr));
+    return absl::OkStatus();
   }
 
   // Evaluates a value now into a temporary that later Loads reuse: values
