@@ -1017,6 +1017,7 @@ Object Translator::FunctionStandIn(const VarPtr& fn) {
 absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args,
                                                Kwargs kwargs) {
   const std::string& name = fn->name;
+  if (std::optional<absl::StatusOr<VarPtr>> r = UserObjectBuiltin(name, args, kwargs)) return *std::move(r);
   auto arity = [&](size_t lo, size_t hi) -> absl::Status {
     if (args.size() < lo || args.size() > hi) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat(name, "() with ", args.size(), " arguments"),

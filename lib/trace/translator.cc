@@ -1244,6 +1244,7 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
   if (equality && a->kind == VarKind::kDevice && b->kind == VarKind::kDevice) {
     return Var::Constant(python::FromBool((a->device == b->device) == (op == "==")));
   }
+  if (a->kind == VarKind::kUserObject || b->kind == VarKind::kUserObject) return UserObjectCompare(op, a, b);
   absl::StatusOr<python::Object> lhs = ToPython(a);
   absl::StatusOr<python::Object> rhs = lhs.ok() ? ToPython(b) : lhs.status();
   if (!rhs.ok()) {

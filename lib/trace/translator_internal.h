@@ -126,6 +126,15 @@ class Translator {
   // then __len__, then True (CPython's order); nothing when v's class is
   // not one whose protocol is known.
   std::optional<absl::StatusOr<bool>> UserTruthy(const VarPtr& v);
+  // a == b / a != b with a tracked instance: identity when neither side's
+  // class defines its own comparison; anything else is a graph break.
+  absl::StatusOr<VarPtr> UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b);
+  // A builtin given a tracked instance: len() runs type(obj).__len__, the
+  // builtins that ask only its class or attributes (isinstance, type,
+  // getattr, super, ...) proceed; any other is a graph break, since the
+  // instance has no real object to hand to it. Nothing: proceed.
+  std::optional<absl::StatusOr<VarPtr>> UserObjectBuiltin(const std::string& name, const std::vector<VarPtr>& args,
+                                                          const Kwargs& kwargs);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

@@ -358,4 +358,67 @@ std::optional<absl::StatusOr<bool>> Translator::UserTruthy(const VarPtr& v) {
   return absl::StatusOr<bool>(true);
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::UserObjectBuiltin(const std::string& name,
+                                                                    const std::vector<VarPtr>& args,
+                                                                    const Kwargs& kwargs) {
+  // len() of an object of a Python class runs its __len__ in the trace, so
+  // attributes the trace has set (not yet replayed) are the ones it reads.
+  if (name == "len" && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kOpaque &&
+      args[0]->object) {
+    PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(args[0]->object.get()));
+    PyObject* d = TypeLookup(cls, "__len__");
+    if (d != nullptr && PyFunction_Check(d)) {
+      SourcePtr fn_source = AttrOf(AttrOf(args[0]->source, "__class__"), "__len__");
+      guards_.IdMatch(fn_source, Object::Borrow(d));
+      VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+      absl::StatusOr<VarPtr> r = Inline(fn, {args[0]}, {});
+      if (!r.ok()) return r;
+      absl::StatusOr<int64_t> n = (*r)->is_constant() ? AsInt(*r) : absl::InvalidArgumentError("");
+      if (n.ok() && *n >= 0) return absl::StatusOr<VarPtr>(Var::Constant(python::FromLong(*n)));
+      return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER, "__len__ does not return a non-negative int",
+                                          "the call raises"));
+    }
+  }
+  bool any = false;
+  for (const VarPtr& a : args) any |= a->kind == VarKind::kUserObject;
+  for (const auto& kv : kwargs) any |= kv.second->kind == VarKind::kUserObject;
+  if (!any) return std::nullopt;
+  for (const char* allowed : {"isinstance", "issubclass", "type", "getattr", "hasattr", "super", "callable",
+                              "bool", "print"}) {
+    if (name == allowed) return std::nullopt;  // these read only the class, attributes or the tracker
+  }
+  if (name == "len" && args.size() == 1 && kwargs.empty()) {
+    const VarPtr& v = args[0];
+    PyObject* d = TypeLookup(v->user_class->object.get(), "__len__");
+    if (d != nullptr && PyFunction_Check(d)) {
+      SourcePtr fn_source = AttrOf(v->user_class->source, "__len__");
+      guards_.IdMatch(fn_source, Object::Borrow(d));
+      VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+      absl::StatusOr<VarPtr> r = Inline(fn, {v}, {});
+      if (!r.ok()) return r;
+      absl::StatusOr<int64_t> n = (*r)->is_constant() ? AsInt(*r) : absl::InvalidArgumentError("");
+      if (n.ok() && *n >= 0) return absl::StatusOr<VarPtr>(Var::Constant(python::FromLong(*n)));
+    }
+  }
+  return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                                      absl::StrCat(name, "() of an object made during the trace"),
+                                      "only len(), bool(), isinstance(), type(), getattr() and hasattr() "
+                                      "are traced on such objects"));
+}
+
+absl::StatusOr<VarPtr> Translator::UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b) {
+  auto default_eq = [](const VarPtr& v) {
+    if (v->kind == VarKind::kUserObject) {
+      PyObject* cls = v->user_class->object.get();
+      return TypeLookup(cls, "__eq__") == ObjectMember("__eq__") && TypeLookup(cls, "__ne__") == ObjectMember("__ne__");
+    }
+    return v->is_none();  // None's comparison defers to the other side's
+  };
+  if ((op == "==" || op == "!=") && default_eq(a) && default_eq(b)) {
+    return Var::Constant(python::FromBool((a == b) == (op == "==")));
+  }
+  return Break(ir::GraphBreak::OTHER, absl::StrCat("comparing ", Describe(*a), " with ", Describe(*b)),
+               "comparisons that run a class's own __eq__ or ordering are not traced");
+}
+
 }  // namespace dynamo::trace
