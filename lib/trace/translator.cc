@@ -1334,6 +1334,10 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
 }
 
 absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
+  if (std::optional<absl::StatusOr<VarPtr>> it = UserIter(v)) {
+    if (!it->ok()) return it->status();
+    return Materialize(**it);
+  }
   switch (v->kind) {
     case VarKind::kTuple:
     case VarKind::kList:

@@ -126,6 +126,9 @@ class Translator {
   // then __len__, then True (CPython's order); nothing when v's class is
   // not one whose protocol is known.
   std::optional<absl::StatusOr<bool>> UserTruthy(const VarPtr& v);
+  // iter(v) of an object of a Python class: type(v).__iter__ inlined; its
+  // result must be an iterator the trace models. Nothing for other values.
+  std::optional<absl::StatusOr<VarPtr>> UserIter(const VarPtr& v);
   // a == b / a != b with a tracked instance: identity when neither side's
   // class defines its own comparison; anything else is a graph break.
   absl::StatusOr<VarPtr> UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b);

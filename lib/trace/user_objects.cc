@@ -421,4 +421,24 @@ absl::StatusOr<VarPtr> Translator::UserObjectCompare(const std::string& op, cons
                "comparisons that run a class's own __eq__ or ordering are not traced");
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::UserIter(const VarPtr& v) {
+  if (!v->object || (v->kind != VarKind::kUserObject && v->kind != VarKind::kOpaque)) return std::nullopt;
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(v->object.get()));
+  if (!PythonClassesUpTo(cls, &PyBaseObject_Type, /*allow_slots=*/true)) return std::nullopt;
+  PyObject* d = TypeLookup(cls, "__iter__");
+  if (d == nullptr || !PyFunction_Check(d)) return std::nullopt;
+  SourcePtr cls_source = v->kind == VarKind::kUserObject ? v->user_class->source : AttrOf(v->source, "__class__");
+  SourcePtr fn_source = AttrOf(cls_source, "__iter__");
+  guards_.IdMatch(fn_source, Object::Borrow(d));
+  VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+  absl::StatusOr<VarPtr> r = Inline(fn, {v}, {});
+  if (!r.ok()) return r;
+  if ((*r)->kind != VarKind::kIterator && (*r)->kind != VarKind::kGenerator) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER,
+                                        absl::StrCat("__iter__ of ", Describe(*v), " returns ", Describe(**r)),
+                                        "iteration is traced when __iter__ returns an iterator or generator"));
+  }
+  return r;
+}
+
 }  // namespace dynamo::trace
