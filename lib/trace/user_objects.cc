@@ -122,6 +122,14 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructUserObject(const VarP
     if (!stand_in) return absl::StatusOr<VarPtr>(python::FetchError("object.__new__"));
     VarPtr instance = Var::OfKind(VarKind::kUserObject, stand_in);
     instance->user_class = cls_var;
+    // The class facts construction relied on, beyond its identity: its
+    // __new__ and attribute protocol are still object's.
+    if (cls_var->source) {
+      for (const char* name : {"__new__", "__setattr__", "__getattribute__"}) {
+        guards_.IdMatch(Source::Attr(cls_var->source, name), Object::Borrow(ObjectMember(name)));
+      }
+      guards_.HasAttr(cls_var->source, "__getattr__", false);
+    }
     PyObject* init = TypeLookup(cls, "__init__");
     if (init == ObjectMember("__init__")) {
       if (!args.empty() || !kwargs.empty()) {
