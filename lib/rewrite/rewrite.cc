@@ -306,6 +306,20 @@ class Emitter {
       }
       case VarKind::kTuple: {
         if (v->source && v->object) return LoadSource(v->source);
+        if (v->user_class) {  // a named tuple made by calling its class: tuple.__new__(cls, items)
+          // tuple is cls.__mro__[-2] (the translator checked the MRO ends
+          // tuple, object): no import, so frames with restricted builtins
+          // (a named tuple's exec'd __new__) can run it.
+          Emit(op::kPushNull);
+          if (absl::Status s = LoadMroEntry(v->user_class, -2, "__new__"); !s.ok()) return s;
+          if (absl::Status s = Load(v->user_class); !s.ok()) return s;
+          for (const VarPtr& item : v->items) {
+            if (absl::Status s = Load(item); !s.ok()) return s;
+          }
+          Emit(op::kBuildTuple, static_cast<int>(v->items.size()));
+          Call(2);
+          return absl::OkStatus();
+        }
         if (!v->fields.empty()) return Unrebuildable("a named tuple made during the trace");
         if (v->is_size) {
           Emit(op::kPushNull);
@@ -343,6 +357,28 @@ class Emitter {
           if (v->kind == VarKind::kIterator) Emit(op::kGetIter);
         }
         return Remember(v);
+      }
+      case VarKind::kUserObject: {
+        // An instance the trace made: object.__new__(cls) (its class's own
+        // __new__, checked by the translator), then one STORE_ATTR per
+        // attribute it holds (its class's __setattr__ is object's). Kept in
+        // a temporary first, so attributes may refer back to it.
+        Emit(op::kPushNull);
+        if (absl::Status s = LoadMroEntry(v->user_class, -1, "__new__"); !s.ok()) return s;  // object.__new__
+        if (absl::Status s = Load(v->user_class); !s.ok()) return s;
+        Call(1);
+        int t = NewTemp();
+        Emit(op::kStoreFast, t);
+        memo_[v.get()] = t;
+        for (size_t i = 0; i < v->items.size(); ++i) {
+          absl::StatusOr<std::string> name = python::AsString(v->keys[i]->object);
+          if (!name.ok()) return Unrebuildable("an attribute with a non-string name");
+          if (absl::Status s = Load(v->items[i]); !s.ok()) return s;
+          Emit(op::kLoadFast, t);
+          Emit(op::kStoreAttr, Name(*name));
+        }
+        Emit(op::kLoadFast, t);
+        return absl::OkStatus();
       }
       case VarKind::kGenerator: {
         // A generator expression the trace made but never resumed: calling
@@ -446,6 +482,17 @@ class Emitter {
         if (v->object) return LoadObject(v->object);
         return Unrebuildable(trace::Describe(*v));
     }
+  }
+
+  // cls.__mro__[index].attr, for the builtin bases of a class the trace
+  // instantiated, read without importing builtins.
+  absl::Status LoadMroEntry(const VarPtr& cls, int index, const std::string& attr) {
+    if (absl::Status s = Load(cls); !s.ok()) return s;
+    Emit(op::kLoadAttr, Name("__mro__"));
+    LoadConst(python::FromLong(index));
+    Emit(op::kBinarySubscr);
+    Emit(op::kLoadAttr, Name(attr));
+    return absl::OkStatus();
   }
 
   // Evaluates a value now into a temporary that later Loads reuse: values

@@ -427,6 +427,10 @@ absl::StatusOr<Object> Translator::ToPython(const VarPtr& v) {
         items.push_back(*o);
       }
       if (v->is_size) return python::Call(TorchAttr("Size"), {python::MakeTuple(items)});
+      if (v->user_class) {  // a named tuple made by the trace: its class's tuple.__new__
+        return python::Call(Attr(reinterpret_cast<PyObject*>(&PyTuple_Type), "__new__"),
+                            {v->user_class->object, python::MakeTuple(items)});
+      }
       return v->kind == VarKind::kTuple ? python::MakeTuple(items) : python::MakeList(items);
     }
     case VarKind::kSlice: {
@@ -708,6 +712,17 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
   if (fn->self) args.insert(args.begin(), fn->self);
   Frame frame;
   if (absl::Status s = PrepareFrame(frame, code, globals, /*generator=*/true); !s.ok()) return s;
+  if (!frame.top_globals && frame.globals_source && fn->source && PyFunction_Check(fn->object.get())) {
+    // Globals that are no module's (exec'd code: a named tuple's __new__):
+    // read through the function itself, whose identity is guarded.
+    PyObject* name = PyDict_GetItemString(globals.get(), "__name__");
+    PyObject* module = name ? PyDict_GetItemWithError(PyImport_GetModuleDict(), name) : nullptr;
+    if (module == nullptr) PyErr_Clear();
+    if (module == nullptr || !PyModule_Check(module) || PyModule_GetDict(module) != globals.get()) {
+      frame.globals_source = Source::Attr(fn->source, "__globals__");
+      frame.globals_by_item = true;
+    }
+  }
   std::vector<VarPtr> given = frame.generator ? args : std::vector<VarPtr>();
   frames_.push_back(&frame);  // so argument errors point into the callee
   absl::Status bound = BindArguments(frame, callee, std::move(args), std::move(kwargs));
@@ -815,11 +830,13 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           cls == reinterpret_cast<PyObject*>(&PySlice_Type)) {
         return CallReal(fn, args, kwargs);
       }
+      if (std::optional<absl::StatusOr<VarPtr>> r = ConstructUserObject(fn, args, kwargs)) return *std::move(r);
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                    absl::StrCat("constructing ", python::Repr(fn->object)),
                    "objects are not constructed during the trace; build them outside");
     }
     case VarKind::kOpaque: {
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallTupleNew(fn, args, kwargs)) return *std::move(r);
       // The __torch_function__ override checks: the tensors we trace are plain
       // torch.Tensors (inputs are described, parameters are real ones), so
       // no override applies.
@@ -900,6 +917,7 @@ Object Translator::ClassOf(const VarPtr& v) {
     case VarKind::kTuple:
       if (v->object) return type_of(v->object.get());
       if (v->is_size) return TorchAttr("Size");
+      if (v->user_class) return v->user_class->object;
       return v->fields.empty() ? builtin(&PyTuple_Type) : Object();  // torch.return_types.*: not modelled
     case VarKind::kList:
       return v->object ? type_of(v->object.get()) : builtin(&PyList_Type);
@@ -928,6 +946,7 @@ Object Translator::ClassOf(const VarPtr& v) {
     case VarKind::kOp:
     case VarKind::kBuiltin:
     case VarKind::kOpaque:
+    case VarKind::kUserObject:
       return v->object ? type_of(v->object.get()) : Object();
     default:
       return Object();  // iterators, methods of trackers, cells: not modelled
@@ -964,6 +983,7 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
 }
 
 absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& name) {
+  if (v->kind == VarKind::kUserObject) return UserObjectHasAttr(v, name);
   Object owner;  // what hasattr is asked of
   bool instance = false;
   if (v->kind == VarKind::kFunction && v->object && PyCode_Check(v->object.get())) {
@@ -1001,6 +1021,7 @@ Object Translator::FunctionStandIn(const VarPtr& fn) {
 absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args,
                                                Kwargs kwargs) {
   const std::string& name = fn->name;
+  if (std::optional<absl::StatusOr<VarPtr>> r = UserObjectBuiltin(name, args, kwargs)) return *std::move(r);
   auto arity = [&](size_t lo, size_t hi) -> absl::Status {
     if (args.size() < lo || args.size() > hi) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat(name, "() with ", args.size(), " arguments"),
@@ -1588,6 +1609,30 @@ absl::StatusOr<SourcePtr> Translator::SuperAttrSource(const VarPtr& sup, const s
 }
 
 absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string& name) {
+  if (obj->kind == VarKind::kUserObject) return UserObjectAttr(obj, name);
+  if (obj->kind == VarKind::kOpaque && obj->self && obj->self->kind == VarKind::kUserObject &&
+      name == "__init__" && PyObject_TypeCheck(obj->object.get(), &PySuper_Type)) {
+    // super().__init__ of a tracked instance: the first class after
+    // __thisclass__ in the MRO that defines it.
+    Object start = Attr(obj->object.get(), "__thisclass__");
+    PyObject* mro = Py_TYPE(obj->self->object.get())->tp_mro;
+    bool after = false;
+    for (Py_ssize_t i = 0; start && mro && i < PyTuple_GET_SIZE(mro); ++i) {
+      PyObject* c = PyTuple_GET_ITEM(mro, i);
+      if (!after) {
+        after = c == start.get();
+        continue;
+      }
+      PyObject* init = PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(c)->tp_dict, "__init__");
+      if (init == nullptr) continue;
+      if (c == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) {
+        VarPtr m = Var::OfKind(VarKind::kOpaque, Object::Borrow(init));
+        m->self = obj->self;
+        return m;
+      }
+      break;
+    }
+  }
   if (obj->object && !attr_overlay_.empty()) {
     if (auto it = attr_overlay_.find(std::make_pair(obj->object.get(), name)); it != attr_overlay_.end()) {
       return it->second;
@@ -1604,6 +1649,9 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
     case VarKind::kTuple:
       for (size_t i = 0; i < obj->fields.size(); ++i) {
         if (obj->fields[i] == name) return obj->items[i];
+      }
+      if (obj->user_class) {
+        if (std::optional<absl::StatusOr<VarPtr>> r = UserTupleAttr(obj, name)) return *std::move(r);
       }
       return Var::Method(obj, name);
     case VarKind::kList:
@@ -1998,6 +2046,7 @@ void Translator::MarkMutated(const VarPtr& container) {
 }
 
 absl::Status Translator::StoreAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
+  if (obj->kind == VarKind::kUserObject) return StoreUserObjectAttr(obj, name, value);
   const bool settable = obj->object && (obj->kind == VarKind::kNNModule || obj->kind == VarKind::kOpaque);
   if (!settable || value->kind == VarKind::kNNModule ||
       (value->is_tensor() && !value->source && !obj->source)) {

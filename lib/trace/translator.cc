@@ -356,7 +356,9 @@ absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
       guards_.LengthMatch(v->source, n);
       return n > 0;
     }
+    case VarKind::kUserObject:
     case VarKind::kOpaque:
+      if (std::optional<absl::StatusOr<bool>> r = UserTruthy(v)) return *std::move(r);
       return Break(ir::GraphBreak::OTHER,
                    absl::StrCat("truth value of ", Describe(*v), " is not traced"),
                    "compare with None or a constant explicitly");
@@ -527,7 +529,9 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
       SourcePtr source;
       if (value != nullptr) {
         source = f.top_globals ? Source::Global(name)
-                 : f.globals_source ? Source::Attr(f.globals_source, name) : nullptr;
+                 : f.globals_source ? (f.globals_by_item ? Source::Item(f.globals_source, name)
+                                                       : Source::Attr(f.globals_source, name))
+                                   : nullptr;
       } else {
         PyObject* builtins = PyDict_GetItemString(f.globals.get(), "__builtins__");
         if (builtins != nullptr && PyModule_Check(builtins)) builtins = PyModule_GetDict(builtins);
@@ -559,7 +563,10 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     case op::kStoreAttr: {
       POP_OR_RETURN(obj);
       POP_OR_RETURN(value);
-      if (allow_breaks_) return StoreAttr(obj, std::string(in.argument.text), value);
+      // A tracked instance is new: setting its attributes is no side effect.
+      if (allow_breaks_ || obj->kind == VarKind::kUserObject) {
+        return StoreAttr(obj, std::string(in.argument.text), value);
+      }
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat("setting attribute '", in.argument.text, "' on ", Describe(*obj)),
                    "attribute assignment is a side effect that a single graph cannot hold");
@@ -1242,6 +1249,7 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
   if (equality && a->kind == VarKind::kDevice && b->kind == VarKind::kDevice) {
     return Var::Constant(python::FromBool((a->device == b->device) == (op == "==")));
   }
+  if (a->kind == VarKind::kUserObject || b->kind == VarKind::kUserObject) return UserObjectCompare(op, a, b);
   absl::StatusOr<python::Object> lhs = ToPython(a);
   absl::StatusOr<python::Object> rhs = lhs.ok() ? ToPython(b) : lhs.status();
   if (!rhs.ok()) {
@@ -1331,6 +1339,10 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
 }
 
 absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
+  if (std::optional<absl::StatusOr<VarPtr>> it = UserIter(v)) {
+    if (!it->ok()) return it->status();
+    return Materialize(**it);
+  }
   switch (v->kind) {
     case VarKind::kTuple:
     case VarKind::kList:

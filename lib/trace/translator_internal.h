@@ -44,6 +44,7 @@ class Translator {
     // internals (torch is not expected to be monkey-patched mid-run).
     bool top_globals = false;
     SourcePtr globals_source;
+    bool globals_by_item = false;  // globals_source is a dict (fn.__globals__), read by item
     std::vector<VarPtr> stack;
     std::vector<VarPtr> locals;  // one per localsplus slot
     std::vector<VarPtr> closure; // cells for COPY_FREE_VARS
@@ -144,6 +145,38 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> CallLegacyTensorMethod(const VarPtr& self, const std::string& name,
                                                                const std::vector<VarPtr>& args,
                                                                const Kwargs& kwargs);
+
+  // --- user classes and their instances (user_objects.cc) ---
+  // cls(*args, **kw) for a plain Python class (object.__new__, then its
+  // __init__ inlined) or a named tuple class (its __new__ inlined); nothing
+  // for any other class, which stays a graph break.
+  std::optional<absl::StatusOr<VarPtr>> ConstructUserObject(const VarPtr& cls, std::vector<VarPtr>& args,
+                                                            Kwargs& kwargs);
+  // tuple.__new__(cls, iterable), as a named tuple's __new__ calls it.
+  std::optional<absl::StatusOr<VarPtr>> CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                     const Kwargs& kwargs);
+  // obj.name of a kUserObject, or of a named tuple made by the trace
+  // (nothing: not a class attribute, the tuple's own methods answer).
+  absl::StatusOr<VarPtr> UserObjectAttr(const VarPtr& obj, const std::string& name);
+  std::optional<absl::StatusOr<VarPtr>> UserTupleAttr(const VarPtr& obj, const std::string& name);
+  absl::Status StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value);
+  absl::StatusOr<bool> UserObjectHasAttr(const VarPtr& obj, const std::string& name);
+  // The truth value of an instance of a Python class: type(v).__bool__,
+  // then __len__, then True (CPython's order); nothing when v's class is
+  // not one whose protocol is known.
+  std::optional<absl::StatusOr<bool>> UserTruthy(const VarPtr& v);
+  // iter(v) of an object of a Python class: type(v).__iter__ inlined; its
+  // result must be an iterator the trace models. Nothing for other values.
+  std::optional<absl::StatusOr<VarPtr>> UserIter(const VarPtr& v);
+  // a == b / a != b with a tracked instance: identity when neither side's
+  // class defines its own comparison; anything else is a graph break.
+  absl::StatusOr<VarPtr> UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b);
+  // A builtin given a tracked instance: len() runs type(obj).__len__, the
+  // builtins that ask only its class or attributes (isinstance, type,
+  // getattr, super, ...) proceed; any other is a graph break, since the
+  // instance has no real object to hand to it. Nothing: proceed.
+  std::optional<absl::StatusOr<VarPtr>> UserObjectBuiltin(const std::string& name, const std::vector<VarPtr>& args,
+                                                          const Kwargs& kwargs);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

@@ -94,6 +94,7 @@ std::string Describe(const Var& var) {
     case VarKind::kClass: return absl::StrCat("class ", python::Repr(var.object));
     case VarKind::kDictView: return absl::StrCat("dict_", var.name, " view");
     case VarKind::kOpaque: return absl::StrCat("object of type ", python::TypeName(var.object));
+    case VarKind::kUserObject: return absl::StrCat("new ", python::TypeName(var.object), " object");
   }
   return "?";
 }

@@ -47,6 +47,7 @@ enum class VarKind {
   kGenerator,     // a generator run lazily by the trace (generators.cc)
   kPartial,       // functools.partial: `self` the function, `defaults` its args (kTuple),
                   // `kwdefaults` its keywords (kDict) (functools.cc)
+  kUserObject,    // an instance of a plain Python class made during the trace (user_objects.cc)
 };
 
 struct Var;
@@ -97,6 +98,11 @@ struct Var {
   // keeps its function in `self` and its arguments in `items`, and counts
   // the values taken in `position`: untouched, it is rebuilt by calling again.
   std::shared_ptr<GeneratorState> generator;
+  // kUserObject, and a kTuple made by calling a named tuple class: the
+  // class's tracker. A kUserObject's `object` is a blank stand-in made by
+  // object.__new__ (for class lookups, isinstance, super(); never emitted)
+  // and its instance attributes are `keys` (constant names) and `items`.
+  VarPtr user_class;
   // kDType / kDevice / kGradMode
   ops::DType dtype = ops::DType::kFloat32;
   ops::Device device;

@@ -32,6 +32,7 @@ not hinge on whether unused scalars are guarded.
 Everything is deterministic: tensors come from seeded generators, modules are
 initialised from seeded generators and kept in eval mode.
 """
+import collections
 import dataclasses
 import json
 import struct
@@ -1513,3 +1514,86 @@ case("grad_mode_query", grad_mode_query, [lambda: A(T(3, seed=160))],
      graphs=2, breaks=1, tags=("no_grad", "print"),
      why="torch.is_grad_enabled() is the trace's own mode: False inside the with "
          "([sub], not [mul]), True after it | print | [add]")
+
+
+# ============================================================ user classes
+class _Acc:
+    def __init__(self, x, scale=2):
+        self.total = x * scale
+        self.n = 1
+
+    def add(self, t):
+        self.total = self.total + t
+        self.n += 1
+        return self
+
+    def __len__(self):
+        return self.n
+
+
+def user_object_across_break(x):
+    acc = _Acc(x).add(x.relu())
+    print("count", acc.n, bool(acc))
+    acc.add(x)
+    return acc.total / len(acc), acc.n
+
+
+case("user_object_across_break", user_object_across_break, [lambda: A(T(3, seed=170))],
+     graphs=2, breaks=1, tags=("user_class", "print"),
+     why="_Acc(x) is object.__new__ then __init__ inlined; the instance crosses the print: "
+         "rebuilt as object.__new__(_Acc) with total (a graph output) and n=2 | "
+         "[mul, relu, add] | print | [add, div]")
+
+
+@dataclasses.dataclass
+class _Out:
+    y: torch.Tensor
+    k: int = 3
+    extra: list = dataclasses.field(default_factory=list)
+
+
+def dataclass_across_break(x):
+    o = _Out(x.sin())
+    o.k += 1
+    o.extra.append(o.k)
+    print("k", o.k, o.extra)
+    return o.y * o.k + len(o.extra)
+
+
+case("dataclass_across_break", dataclass_across_break, [lambda: A(T(3, seed=171))],
+     graphs=2, breaks=1, tags=("user_class", "dataclass", "print"),
+     why="the dataclass's exec'd __init__ is inlined (default_factory list); | [sin] | print | [mul, add]")
+
+
+_Pair = collections.namedtuple("_Pair", ["a", "b"], defaults=(None,))
+
+
+def namedtuple_across_break(x):
+    p = _Pair(x + 1, b=x * 2)
+    print("fields", p._fields, len(p))
+    return p.a + p.b, p
+
+
+case("namedtuple_across_break", namedtuple_across_break, [lambda: A(T(3, seed=172))],
+     graphs=2, breaks=1, tags=("namedtuple", "print"),
+     why="the named tuple's __new__ (exec'd, restricted builtins) is inlined; p crosses the "
+         "print and is returned: rebuilt by tuple.__new__(_Pair, ...) | [add, mul] | print | [add]")
+
+
+class _CustomNew:
+    def __new__(cls, x):
+        o = super().__new__(cls)
+        o.x = x
+        return o
+
+
+def custom_new_breaks(x):
+    y = x + 1
+    c = _CustomNew(y)
+    return c.x * 2
+
+
+case("custom_new_breaks", custom_new_breaks, [lambda: A(T(3, seed=173))],
+     graphs=2, breaks=1, tags=("user_class",),
+     why="a class with its own __new__ is not constructed by the trace: [add] | _CustomNew(y) "
+         "in Python | [mul] on c.x")

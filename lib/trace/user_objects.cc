@@ -1,0 +1,452 @@
+// User-defined classes and their instances: what the translator knows about
+// an object of a plain Python class that the trace constructs (a tracked
+// instance whose attributes are trackers), a named tuple made by calling
+// its class, and the truth value of instances of Python classes.
+//
+//   class P:                      p = P(x)     # object.__new__, then P.__init__ inlined
+//       def __init__(self, x):    p.y = p.x+1  # attributes live on the tracker
+//           self.x = x            if p: ...    # type(p).__bool__, __len__, then True
+//
+// Only classes whose construction and attribute protocol are CPython's
+// defaults are modelled (type as metaclass, object.__new__, no __slots__,
+// object's __getattribute__/__setattr__/__delattr__, no __getattr__, no
+// C base but object); anything else stays a graph break. An instance that
+// outlives the graph is rebuilt by lib/rewrite as object.__new__(cls) and
+// one STORE_ATTR per attribute, which is exactly the state the trace holds.
+#include <Python.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/python/error.h"
+#include "lib/trace/translator_internal.h"
+
+namespace dynamo::trace {
+namespace {
+
+using python::Object;
+
+PyTypeObject* AsType(PyObject* cls) { return reinterpret_cast<PyTypeObject*>(cls); }
+
+// The raw class attribute `name` along the MRO (borrowed; null: absent),
+// as CPython's special-method lookup and instance attribute lookup find it.
+PyObject* TypeLookup(PyObject* cls, const char* name) {
+  Object n = Object::Steal(PyUnicode_FromString(name));
+  if (!n) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return _PyType_Lookup(AsType(cls), n.get());
+}
+
+PyObject* ObjectMember(const char* name) {
+  return TypeLookup(reinterpret_cast<PyObject*>(&PyBaseObject_Type), name);
+}
+
+bool IsDataDescriptor(PyObject* d) { return Py_TYPE(d)->tp_descr_set != nullptr; }
+
+// Every class of cls's MRO before `base` is a Python class (no __slots__
+// unless allowed), and `base`, then object, end it.
+bool PythonClassesUpTo(PyObject* cls, PyTypeObject* base, bool allow_slots) {
+  if (Py_TYPE(cls) != &PyType_Type) return false;  // a metaclass: its __call__ decides
+  PyObject* mro = AsType(cls)->tp_mro;
+  if (mro == nullptr || !PyTuple_Check(mro)) return false;
+  Py_ssize_t n = PyTuple_GET_SIZE(mro);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyTypeObject* t = AsType(PyTuple_GET_ITEM(mro, i));
+    if (t == base) {
+      return base == &PyBaseObject_Type ? i == n - 1
+                                        : i == n - 2 && PyTuple_GET_ITEM(mro, n - 1) ==
+                                                            reinterpret_cast<PyObject*>(&PyBaseObject_Type);
+    }
+    if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+    if (!allow_slots && t->tp_dict != nullptr && PyDict_GetItemString(t->tp_dict, "__slots__") != nullptr) {
+      return false;
+    }
+  }
+  return false;
+}
+
+// The attribute protocol of instances is that of `base` (object, or tuple,
+// whose slots are the generic ones).
+bool DefaultAttributeProtocol(PyObject* cls, PyTypeObject* base = &PyBaseObject_Type) {
+  for (const char* name : {"__getattribute__", "__setattr__", "__delattr__"}) {
+    if (TypeLookup(cls, name) != TypeLookup(reinterpret_cast<PyObject*>(base), name)) return false;
+  }
+  return TypeLookup(cls, "__getattr__") == nullptr;
+}
+
+// A class whose instances the trace can make and track: cls(...) is
+// object.__new__(cls) then cls.__init__(...), attributes in __dict__.
+bool PlainClass(PyObject* cls) {
+  return PyType_Check(cls) && PythonClassesUpTo(cls, &PyBaseObject_Type, /*allow_slots=*/false) &&
+         AsType(cls)->tp_dictoffset != 0 && TypeLookup(cls, "__new__") == ObjectMember("__new__") &&
+         DefaultAttributeProtocol(cls);
+}
+
+// A named tuple class (collections.namedtuple, typing.NamedTuple, or a
+// Python subclass of one that keeps tuple's container protocol): its
+// __new__ is a Python function that calls tuple.__new__.
+bool NamedTupleClass(PyObject* cls) {
+  if (!PyType_Check(cls) || !PythonClassesUpTo(cls, &PyTuple_Type, /*allow_slots=*/true)) return false;
+  if (!DefaultAttributeProtocol(cls, &PyTuple_Type) || TypeLookup(cls, "__init__") != ObjectMember("__init__")) return false;
+  PyObject* fields = TypeLookup(cls, "_fields");
+  if (fields == nullptr || !PyTuple_Check(fields)) return false;
+  PyObject* tuple = reinterpret_cast<PyObject*>(&PyTuple_Type);
+  for (const char* name : {"__len__", "__getitem__", "__iter__", "__contains__", "__bool__", "__eq__",
+                           "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__add__",
+                           "__mul__", "__rmul__", "count", "index"}) {
+    if (TypeLookup(cls, name) != TypeLookup(tuple, name)) return false;
+  }
+  PyObject* new_fn = TypeLookup(cls, "__new__");
+  return new_fn != nullptr && Py_TYPE(new_fn) == &PyStaticMethod_Type;
+}
+
+Object StaticFunction(PyObject* descriptor) {
+  Object f = Object::Steal(PyObject_GetAttrString(descriptor, "__func__"));
+  if (!f) PyErr_Clear();
+  return f;
+}
+
+SourcePtr AttrOf(const SourcePtr& source, const std::string& name) {
+  return source ? Source::Attr(source, name) : nullptr;
+}
+
+}  // namespace
+
+std::optional<absl::StatusOr<VarPtr>> Translator::ConstructUserObject(const VarPtr& cls_var,
+                                                                      std::vector<VarPtr>& args,
+                                                                      Kwargs& kwargs) {
+  PyObject* cls = cls_var->object.get();
+  if (PlainClass(cls)) {
+    Object empty = Object::Steal(PyTuple_New(0));
+    Object stand_in = Object::Steal(PyBaseObject_Type.tp_new(AsType(cls), empty.get(), nullptr));
+    if (!stand_in) return absl::StatusOr<VarPtr>(python::FetchError("object.__new__"));
+    VarPtr instance = Var::OfKind(VarKind::kUserObject, stand_in);
+    instance->user_class = cls_var;
+    // The class facts construction relied on, beyond its identity: its
+    // __new__ and attribute protocol are still object's.
+    if (cls_var->source) {
+      for (const char* name : {"__new__", "__setattr__", "__getattribute__"}) {
+        guards_.IdMatch(Source::Attr(cls_var->source, name), Object::Borrow(ObjectMember(name)));
+      }
+      guards_.HasAttr(cls_var->source, "__getattr__", false);
+    }
+    PyObject* init = TypeLookup(cls, "__init__");
+    if (init == ObjectMember("__init__")) {
+      if (!args.empty() || !kwargs.empty()) {
+        return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER,
+                                            absl::StrCat(python::Repr(cls_var->object), "() takes no arguments"),
+                                            "the call raises TypeError"));
+      }
+      return absl::StatusOr<VarPtr>(instance);
+    }
+    if (init == nullptr || !PyFunction_Check(init)) return std::nullopt;
+    SourcePtr init_source = AttrOf(cls_var->source, "__init__");
+    guards_.IdMatch(init_source, Object::Borrow(init));
+    VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(init), init_source);
+    fn->self = instance;
+    absl::StatusOr<VarPtr> r = Inline(fn, std::move(args), std::move(kwargs));
+    if (!r.ok()) return absl::StatusOr<VarPtr>(r.status());
+    if (!(*r)->is_none()) {
+      return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER, "__init__() should return None",
+                                          "the call raises TypeError"));
+    }
+    return absl::StatusOr<VarPtr>(instance);
+  }
+  if (NamedTupleClass(cls)) {
+    Object new_fn = StaticFunction(TypeLookup(cls, "__new__"));
+    if (!new_fn || !PyFunction_Check(new_fn.get())) return std::nullopt;
+    SourcePtr new_source = AttrOf(cls_var->source, "__new__");  // getattr gives the function
+    guards_.IdMatch(new_source, new_fn);
+    VarPtr fn = Var::OfKind(VarKind::kFunction, new_fn, new_source);
+    args.insert(args.begin(), cls_var);
+    // __init__ is object's, which accepts the arguments when __new__ is not.
+    return Inline(fn, std::move(args), std::move(kwargs));
+  }
+  return std::nullopt;
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                               const Kwargs& kwargs) {
+  if (!fn->object) return std::nullopt;
+  PyObject* o = fn->object.get();
+  // object.__init__ reached through super() or called unbound on a tracked
+  // instance: it does nothing for a class whose __init__ is overridden.
+  if (o == ObjectMember("__init__") && kwargs.empty()) {
+    if (fn->self && fn->self->kind == VarKind::kUserObject && args.empty()) {
+      return absl::StatusOr<VarPtr>(Var::Constant(python::None()));
+    }
+    if (!fn->self && args.size() == 1 && args[0]->kind == VarKind::kUserObject) {
+      return absl::StatusOr<VarPtr>(Var::Constant(python::None()));
+    }
+    return std::nullopt;
+  }
+  Object tuple_new = Object::Steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyTuple_Type), "__new__"));
+  if (!tuple_new) PyErr_Clear();
+  if (o != tuple_new.get() || args.size() != 2 || !kwargs.empty() || args[0]->kind != VarKind::kClass) {
+    return std::nullopt;
+  }
+  PyObject* cls = args[0]->object.get();
+  const bool plain = cls == reinterpret_cast<PyObject*>(&PyTuple_Type);
+  if (!plain && !NamedTupleClass(cls)) return std::nullopt;
+  absl::StatusOr<std::vector<VarPtr>> items = Materialize(args[1]);
+  if (!items.ok()) return absl::StatusOr<VarPtr>(items.status());
+  VarPtr t = Var::Tuple(std::move(*items));
+  if (plain) return absl::StatusOr<VarPtr>(t);
+  PyObject* fields = TypeLookup(cls, "_fields");
+  if (PyTuple_GET_SIZE(fields) != static_cast<Py_ssize_t>(t->items.size())) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER,
+                                        absl::StrCat("a ", python::Repr(args[0]->object),
+                                                     " with a length other than its fields'"),
+                                        ""));
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); ++i) {
+    absl::StatusOr<std::string> f = python::AsString(Object::Borrow(PyTuple_GET_ITEM(fields, i)));
+    if (!f.ok()) return std::nullopt;
+    t->fields.push_back(*f);
+  }
+  t->user_class = args[0];
+  return absl::StatusOr<VarPtr>(t);
+}
+
+namespace {
+
+// What a class attribute found on the MRO reads as through an instance
+// (`self`) or through the class (self null): functions bind, staticmethod
+// and classmethod unwrap, properties run their getter. The identity of what
+// the trace relied on is guarded through the class's source.
+enum class MemberKind { kFunction, kStatic, kClassMethod, kProperty, kOtherDescriptor, kValue };
+
+MemberKind KindOf(PyObject* d) {
+  if (PyFunction_Check(d)) return MemberKind::kFunction;
+  if (Py_TYPE(d) == &PyStaticMethod_Type) return MemberKind::kStatic;
+  if (Py_TYPE(d) == &PyClassMethod_Type) return MemberKind::kClassMethod;
+  if (Py_TYPE(d) == &PyProperty_Type) return MemberKind::kProperty;
+  if (Py_TYPE(d)->tp_descr_get != nullptr) return MemberKind::kOtherDescriptor;
+  return MemberKind::kValue;
+}
+
+}  // namespace
+
+std::optional<absl::StatusOr<VarPtr>> Translator::UserTupleAttr(const VarPtr& obj, const std::string& name) {
+  PyObject* cls = obj->user_class->object.get();
+  PyObject* d = TypeLookup(cls, name.c_str());
+  if (d == nullptr || d == TypeLookup(reinterpret_cast<PyObject*>(&PyTuple_Type), name.c_str())) {
+    if (name == "__class__") return absl::StatusOr<VarPtr>(obj->user_class);
+    return std::nullopt;  // tuple's own methods
+  }
+  if (name == "__class__") return absl::StatusOr<VarPtr>(obj->user_class);
+  return UserObjectAttr(obj, name);
+}
+
+absl::StatusOr<VarPtr> Translator::UserObjectAttr(const VarPtr& obj, const std::string& name) {
+  if (name == "__class__") return obj->user_class;
+  const VarPtr& cls_var = obj->user_class;
+  PyObject* cls = cls_var->object.get();
+  PyObject* d = TypeLookup(cls, name.c_str());
+  const SourcePtr member_source = AttrOf(cls_var->source, name);
+  auto member = [&](PyObject* found) -> absl::StatusOr<VarPtr> {
+    switch (KindOf(found)) {
+      case MemberKind::kFunction: {
+        guards_.IdMatch(member_source, Object::Borrow(found));
+        VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(found), member_source);
+        fn->self = obj;
+        return fn;
+      }
+      case MemberKind::kStatic:
+      case MemberKind::kClassMethod: {
+        Object f = StaticFunction(found);
+        if (!f || !PyFunction_Check(f.get())) break;
+        const bool static_method = KindOf(found) == MemberKind::kStatic;
+        // getattr(cls, name) is the function itself for a staticmethod, a
+        // method bound to cls for a classmethod.
+        SourcePtr fn_source = static_method ? member_source : AttrOf(member_source, "__func__");
+        guards_.IdMatch(fn_source, f);
+        VarPtr fn = Var::OfKind(VarKind::kFunction, f, fn_source);
+        if (!static_method) fn->self = cls_var;
+        return fn;
+      }
+      case MemberKind::kProperty: {
+        Object fget = Object::Steal(PyObject_GetAttrString(found, "fget"));
+        if (!fget) PyErr_Clear();
+        if (!fget || !PyFunction_Check(fget.get())) break;
+        // getattr(cls, name) is the property itself.
+        guards_.IdMatch(member_source, Object::Borrow(found));
+        SourcePtr fget_source = AttrOf(member_source, "fget");
+        VarPtr fn = Var::OfKind(VarKind::kFunction, fget, fget_source);
+        return Inline(fn, {obj}, {});
+      }
+      case MemberKind::kValue:
+        return Wrap(Object::Borrow(found), member_source);
+      case MemberKind::kOtherDescriptor:
+        break;
+    }
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("reading .", name, " of ", Describe(*obj), " runs a ", python::TypeName(Object::Borrow(found))),
+                 "only functions, staticmethods, classmethods, properties and plain class attributes are traced");
+  };
+  if (d != nullptr && IsDataDescriptor(d)) return member(d);  // a data descriptor wins over the instance
+  if (obj->kind == VarKind::kUserObject) {
+    for (size_t i = 0; i < obj->keys.size(); ++i) {
+      if (*python::AsString(obj->keys[i]->object) == name) return obj->items[i];
+    }
+  }
+  if (d != nullptr) return member(d);
+  return Break(ir::GraphBreak::OTHER,
+               absl::StrCat(Describe(*obj), " has no attribute '", name, "'"),
+               "the read raises AttributeError");
+}
+
+absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
+  PyObject* d = TypeLookup(obj->user_class->object.get(), name.c_str());
+  if (d != nullptr && IsDataDescriptor(d)) {
+    return Break(ir::GraphBreak::SIDE_EFFECT,
+                 absl::StrCat("setting .", name, " of ", Describe(*obj), " runs a ",
+                              python::TypeName(Object::Borrow(d))),
+                 "data descriptors (property setters, slots) are not traced");
+  }
+  // A new object: nothing outside the trace sees it until it is rebuilt.
+  for (size_t i = 0; i < obj->keys.size(); ++i) {
+    if (*python::AsString(obj->keys[i]->object) == name) {
+      obj->items[i] = value;
+      return absl::OkStatus();
+    }
+  }
+  obj->keys.push_back(Var::Constant(python::FromString(name)));
+  obj->items.push_back(value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Translator::UserObjectHasAttr(const VarPtr& obj, const std::string& name) {
+  if (name == "__class__") return true;
+  for (const VarPtr& k : obj->keys) {
+    if (*python::AsString(k->object) == name) return true;
+  }
+  PyObject* d = TypeLookup(obj->user_class->object.get(), name.c_str());
+  if (d == nullptr) return false;
+  if (KindOf(d) == MemberKind::kProperty || KindOf(d) == MemberKind::kOtherDescriptor) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of .", name, " of ", Describe(*obj)),
+                 "the answer depends on a descriptor's getter");
+  }
+  return true;
+}
+
+std::optional<absl::StatusOr<bool>> Translator::UserTruthy(const VarPtr& v) {
+  if (!v->object || (v->kind != VarKind::kUserObject && v->kind != VarKind::kOpaque)) return std::nullopt;
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(v->object.get()));
+  if (!PythonClassesUpTo(cls, &PyBaseObject_Type, /*allow_slots=*/true)) return std::nullopt;
+  // Special methods are looked up on the type, never the instance.
+  SourcePtr cls_source = v->kind == VarKind::kUserObject ? v->user_class->source : AttrOf(v->source, "__class__");
+  for (const char* name : {"__bool__", "__len__"}) {
+    PyObject* d = TypeLookup(cls, name);
+    if (cls_source) guards_.HasAttr(cls_source, name, d != nullptr);
+    if (d == nullptr) continue;
+    if (!PyFunction_Check(d)) return std::nullopt;
+    SourcePtr fn_source = AttrOf(cls_source, name);
+    guards_.IdMatch(fn_source, Object::Borrow(d));
+    VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+    absl::StatusOr<VarPtr> r = Inline(fn, {v}, {});
+    if (!r.ok()) return absl::StatusOr<bool>(r.status());
+    const bool is_bool = (*r)->is_constant() && PyBool_Check((*r)->object.get());
+    if (absl::string_view(name) == "__bool__") {
+      if (!is_bool) {
+        return absl::StatusOr<bool>(Break(ir::GraphBreak::OTHER,
+                                          absl::StrCat("__bool__ of ", Describe(*v), " returns ", Describe(**r)),
+                                          "__bool__ should return bool; the branch raises TypeError or depends on a tensor"));
+      }
+      return absl::StatusOr<bool>((*r)->object.get() == Py_True);
+    }
+    absl::StatusOr<int64_t> n = (*r)->is_constant() ? AsInt(*r) : absl::InvalidArgumentError("");
+    if (!n.ok() || *n < 0) {
+      return absl::StatusOr<bool>(Break(ir::GraphBreak::OTHER,
+                                        absl::StrCat("__len__ of ", Describe(*v), " returns ", Describe(**r)),
+                                        "__len__ should return a non-negative int"));
+    }
+    return absl::StatusOr<bool>(*n > 0);
+  }
+  return absl::StatusOr<bool>(true);
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::UserObjectBuiltin(const std::string& name,
+                                                                    const std::vector<VarPtr>& args,
+                                                                    const Kwargs& kwargs) {
+  // len() of an object of a Python class runs its __len__ in the trace, so
+  // attributes the trace has set (not yet replayed) are the ones it reads.
+  if (name == "len" && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kOpaque &&
+      args[0]->object) {
+    PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(args[0]->object.get()));
+    PyObject* d = TypeLookup(cls, "__len__");
+    if (d != nullptr && PyFunction_Check(d)) {
+      SourcePtr fn_source = AttrOf(AttrOf(args[0]->source, "__class__"), "__len__");
+      guards_.IdMatch(fn_source, Object::Borrow(d));
+      VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+      absl::StatusOr<VarPtr> r = Inline(fn, {args[0]}, {});
+      if (!r.ok()) return r;
+      absl::StatusOr<int64_t> n = (*r)->is_constant() ? AsInt(*r) : absl::InvalidArgumentError("");
+      if (n.ok() && *n >= 0) return absl::StatusOr<VarPtr>(Var::Constant(python::FromLong(*n)));
+      return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER, "__len__ does not return a non-negative int",
+                                          "the call raises"));
+    }
+  }
+  bool any = false;
+  for (const VarPtr& a : args) any |= a->kind == VarKind::kUserObject;
+  for (const auto& kv : kwargs) any |= kv.second->kind == VarKind::kUserObject;
+  if (!any) return std::nullopt;
+  for (const char* allowed : {"isinstance", "issubclass", "type", "getattr", "hasattr", "super", "callable",
+                              "bool", "print"}) {
+    if (name == allowed) return std::nullopt;  // these read only the class, attributes or the tracker
+  }
+  if (name == "len" && args.size() == 1 && kwargs.empty()) {
+    const VarPtr& v = args[0];
+    PyObject* d = TypeLookup(v->user_class->object.get(), "__len__");
+    if (d != nullptr && PyFunction_Check(d)) {
+      SourcePtr fn_source = AttrOf(v->user_class->source, "__len__");
+      guards_.IdMatch(fn_source, Object::Borrow(d));
+      VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+      absl::StatusOr<VarPtr> r = Inline(fn, {v}, {});
+      if (!r.ok()) return r;
+      absl::StatusOr<int64_t> n = (*r)->is_constant() ? AsInt(*r) : absl::InvalidArgumentError("");
+      if (n.ok() && *n >= 0) return absl::StatusOr<VarPtr>(Var::Constant(python::FromLong(*n)));
+    }
+  }
+  return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                                      absl::StrCat(name, "() of an object made during the trace"),
+                                      "only len(), bool(), isinstance(), type(), getattr() and hasattr() "
+                                      "are traced on such objects"));
+}
+
+absl::StatusOr<VarPtr> Translator::UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b) {
+  auto default_eq = [](const VarPtr& v) {
+    if (v->kind == VarKind::kUserObject) {
+      PyObject* cls = v->user_class->object.get();
+      return TypeLookup(cls, "__eq__") == ObjectMember("__eq__") && TypeLookup(cls, "__ne__") == ObjectMember("__ne__");
+    }
+    return v->is_none();  // None's comparison defers to the other side's
+  };
+  if ((op == "==" || op == "!=") && default_eq(a) && default_eq(b)) {
+    return Var::Constant(python::FromBool((a == b) == (op == "==")));
+  }
+  return Break(ir::GraphBreak::OTHER, absl::StrCat("comparing ", Describe(*a), " with ", Describe(*b)),
+               "comparisons that run a class's own __eq__ or ordering are not traced");
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::UserIter(const VarPtr& v) {
+  if (!v->object || (v->kind != VarKind::kUserObject && v->kind != VarKind::kOpaque)) return std::nullopt;
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(v->object.get()));
+  if (!PythonClassesUpTo(cls, &PyBaseObject_Type, /*allow_slots=*/true)) return std::nullopt;
+  PyObject* d = TypeLookup(cls, "__iter__");
+  if (d == nullptr || !PyFunction_Check(d)) return std::nullopt;
+  SourcePtr cls_source = v->kind == VarKind::kUserObject ? v->user_class->source : AttrOf(v->source, "__class__");
+  SourcePtr fn_source = AttrOf(cls_source, "__iter__");
+  guards_.IdMatch(fn_source, Object::Borrow(d));
+  VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+  absl::StatusOr<VarPtr> r = Inline(fn, {v}, {});
+  if (!r.ok()) return r;
+  if ((*r)->kind != VarKind::kIterator && (*r)->kind != VarKind::kGenerator) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER,
+                                        absl::StrCat("__iter__ of ", Describe(*v), " returns ", Describe(**r)),
+                                        "iteration is traced when __iter__ returns an iterator or generator"));
+  }
+  return r;
+}
+
+}  // namespace dynamo::trace
