@@ -5,13 +5,16 @@ torch-spelled attributes.
 
     scripts/python test/python/api_parity_test.py
 """
+import os
 import sys
-import warnings
 
 import torch
 from torch._decomp import get_decompositions
 
 import dynamo
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_runner  # noqa: E402
 
 x, y = torch.randn(4), torch.randn(4)
 
@@ -88,14 +91,4 @@ def export_tags_inputs():
 TESTS = [export_tags_inputs, compile_signature, compile_inductor_mode_and_options, graph_break_splits, export_aten_graph]
 
 if __name__ == "__main__":
-    warnings.simplefilter("ignore")
-    failed = 0
-    for t in TESTS:
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception as e:  # reported, counted
-            failed += 1
-            print(f"FAIL {t.__name__}: {type(e).__name__}: {e}")
-    print(f"{len(TESTS) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(check_runner.run(TESTS, sys.argv[1:]))

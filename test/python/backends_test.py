@@ -5,13 +5,16 @@ AOTAutograd (tolerances as torch's own tests use for these models).
 
     scripts/python test/python/backends_test.py [name ...]
 """
+import os
 import sys
-import warnings
 
 import torch
 import torchvision
 
 import dynamo
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_runner  # noqa: E402
 
 TOL = dict(rtol=1e-3, atol=1e-3)
 
@@ -87,22 +90,5 @@ def gpt2_aot_eager_training():
 TESTS = [check_listed, resnet18_inductor_inference, resnet18_aot_eager_training, gpt2_aot_eager_training]
 
 
-def main(names):
-    warnings.simplefilter("ignore")
-    failed = 0
-    for t in TESTS:
-        if names and t.__name__ not in names:
-            continue
-        try:
-            t()
-            print(f"ok   {t.__name__}")
-        except Exception as e:  # reported, counted
-            failed += 1
-            print(f"FAIL {t.__name__}: {type(e).__name__}: {e}")
-    ran = sum(1 for t in TESTS if not names or t.__name__ in names)
-    print(f"{ran - failed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(check_runner.run(TESTS, sys.argv[1:]))

@@ -58,24 +58,10 @@ def _hook(event, args):
 sys.addaudithook(_hook)
 
 
-def _warm_up_torch():
-    """A GraphModule call that raises makes torch import torch._dynamo for its
-    error message: torch's own lazy import, whatever the graph. Done once
-    here so the import checks below see only what a capture causes."""
-    import torch.fx
-    g = torch.fx.Graph()
-    g.output(g.call_function(torch.add, (g.placeholder("x"),), {"bad": 1}))
-    import contextlib
-    import io
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            torch.fx.GraphModule(torch.nn.Module(), g)(torch.ones(1))
-    except TypeError:
-        pass
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import warm_up  # noqa: E402
 
-
-_warm_up_torch()
-trust._load_allowlist()  # imports dynamo._C once: libdynamo's own module, not one a file names
+warm_up.warm_up()
 
 PAYLOADS = [
     f"__import__('os').system('touch {MARKER}')",
