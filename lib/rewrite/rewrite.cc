@@ -336,6 +336,14 @@ class Emitter {
       case VarKind::kDict:
       case VarKind::kIterator: {
         if (v->source && v->object) return LoadSource(v->source);
+        if (v->kind == VarKind::kIterator && v->self && v->self->kind == VarKind::kList) {
+          // A list's iterator reads the list live: iter(list) again, which
+          // is the same iterator only while it has not advanced.
+          if (v->position != 0) return Unrebuildable("a list iterator the trace has advanced");
+          if (absl::Status s = Load(v->self); !s.ok()) return s;
+          Emit(op::kGetIter);
+          return Remember(v);
+        }
         if (v->kind == VarKind::kDict) {
           if (v->dict_class) {  // OrderedDict({...}): the same items, in order
             Emit(op::kPushNull);

@@ -1058,8 +1058,12 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
       }
       return constant(python::FromLong(v->meta.sizes[0]));
     }
-    if (v->kind == VarKind::kRange || v->kind == VarKind::kIterator) {
-      absl::StatusOr<std::vector<VarPtr>> items = Materialize(v->kind == VarKind::kIterator ? Var::Iterator(v->items) : v);
+    if (v->kind == VarKind::kIterator || v->kind == VarKind::kGenerator) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("len() of ", Describe(*v)),
+                   "iterators have no len(): the call would raise TypeError");
+    }
+    if (v->kind == VarKind::kRange) {
+      absl::StatusOr<std::vector<VarPtr>> items = Materialize(v);
       if (!items.ok()) return items.status();
       return constant(python::FromLong(static_cast<long long>(items->size())));
     }
@@ -1112,6 +1116,8 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
   if (name == "enumerate" || name == "zip" || name == "reversed" || name == "list" ||
       name == "tuple" || name == "iter" || name == "sorted" || name == "any" || name == "all" ||
       name == "sum" || name == "map" || name == "filter") {
+    if (std::optional<absl::StatusOr<VarPtr>> lazy = LazyOverList(name, args, kwargs)) return *std::move(lazy);
+    if (name == "iter" && args.size() == 1 && kwargs.empty()) return GetIter(args[0]);
     if (name == "map" || name == "filter") {
       if (args.size() < 2) return arity(2, 99);
       std::vector<std::vector<VarPtr>> columns;
@@ -1230,8 +1236,12 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
   if (name == "next") {
     if (absl::Status s = arity(1, 2); !s.ok()) return s;
     const VarPtr& it = args[0];
-    if (it->kind != VarKind::kIterator) return Break(ir::GraphBreak::OTHER, "next() of a non-iterator", "");
-    if (it->position < it->items.size()) return it->items[it->position++];
+    if (it->kind != VarKind::kIterator && it->kind != VarKind::kGenerator) {
+      return Break(ir::GraphBreak::OTHER, "next() of a non-iterator", "the call would raise TypeError");
+    }
+    absl::StatusOr<std::optional<VarPtr>> next = NextValue(it);
+    if (!next.ok()) return next.status();
+    if (*next) return **next;
     if (args.size() == 2) return args[1];
     return Break(ir::GraphBreak::OTHER, "next() on an exhausted iterator",
                  "the function would raise StopIteration");
@@ -1448,8 +1458,8 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
                                             "remove", "update", "setdefault", "popitem", "sort"};
     bool mutating = false;
     for (const char* m : kMutating) mutating |= name == m;
-    if (mutating && self->source && allow_breaks_ && self->kind != VarKind::kTuple) {
-      MarkMutated(self);
+    if (mutating && self->kind != VarKind::kTuple) {
+      if (absl::Status s = WillMutate(self, absl::StrCat(name, "()")); !s.ok()) return s;
     } else if (mutating && self->source) {
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat(name, "() mutates ", self->source->ToString()),
@@ -2034,6 +2044,16 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
   result.code = top_code_;
   result.globals = top_globals_;
   return result;
+}
+
+absl::Status Translator::WillMutate(const VarPtr& container, absl::string_view how) {
+  if (!container->source) return absl::OkStatus();  // made by the trace: nobody else sees it
+  if (!allow_breaks_) {
+    return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat(how, " mutates ", container->source->ToString()),
+                 "mutating containers that outlive the call is a side effect; copy it first");
+  }
+  MarkMutated(container);
+  return absl::OkStatus();
 }
 
 void Translator::MarkMutated(const VarPtr& container) {

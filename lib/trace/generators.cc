@@ -133,10 +133,7 @@ absl::Status Translator::YieldValue(Frame& f, std::optional<VarPtr>& result) {
 }
 
 absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
-  if (it->kind == VarKind::kIterator) {
-    if (it->position < it->items.size()) return it->items[it->position++];
-    return std::nullopt;
-  }
+  if (it->kind == VarKind::kIterator) return IteratorNext(it);
   if (it->kind != VarKind::kGenerator) {
     return Break(ir::GraphBreak::OTHER, absl::StrCat("iterating over ", Describe(*it)),
                  "iterate over sequences, ranges, dicts, tensors or generator expressions");
@@ -397,8 +394,16 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr
       if (*t == any) return Var::Constant(python::FromBool(any));
     }
   }
-  // Lazy iterators over generators: each value is pulled when it is taken.
-  if (name == "enumerate" && !args.empty() && args.size() <= 2 && args[0]->kind == VarKind::kGenerator) {
+  if (std::optional<absl::StatusOr<VarPtr>> lazy = LazyAdapter(name, args, kwargs)) return *std::move(lazy);
+  return refuse();
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::LazyAdapter(const std::string& name,
+                                                              const std::vector<VarPtr>& args,
+                                                              const Kwargs& kwargs) {
+  auto refuse = [&]() -> std::optional<absl::StatusOr<VarPtr>> { return std::nullopt; };
+  // Each value is pulled when it is taken.
+  if (name == "enumerate" && !args.empty() && args.size() <= 2) {
     VarPtr start = args.size() == 2 ? args[1] : nullptr;
     for (const auto& [k, v] : kwargs) {
       if (k != "start") return refuse();
@@ -410,7 +415,9 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr
       if (!n.ok()) return refuse();
       out->generator->count = *n;
     }
-    out->generator->inputs = {args[0]};
+    absl::StatusOr<VarPtr> it = GetIter(args[0]);
+    if (!it.ok()) return it.status();
+    out->generator->inputs = {*it};
     return out;
   }
   const bool mapping = name == "map" || name == "filter";
@@ -431,6 +438,19 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr
     return out;
   }
   return refuse();
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::LazyOverList(const std::string& name,
+                                                               const std::vector<VarPtr>& args,
+                                                               const Kwargs& kwargs) {
+  // A list may change before these take their values (CPython's iterators
+  // read it live): they pull lazily, as they do over generators.
+  if (name != "enumerate" && name != "zip" && name != "map" && name != "filter") return std::nullopt;
+  const size_t first = name == "map" || name == "filter" ? 1 : 0;
+  bool any_list = false;
+  for (size_t i = first; i < args.size(); ++i) any_list |= args[i]->kind == VarKind::kList;
+  if (!any_list) return std::nullopt;
+  return LazyAdapter(name, args, kwargs);
 }
 
 std::optional<absl::StatusOr<VarPtr>> Translator::CallModuleTreeGenerator(

@@ -914,8 +914,9 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
                      absl::StrCat("iterating over ", Describe(*it), " made outside the trace"),
                      "iterate over a list, tuple, range or tensor the function can see");
       }
-      if (it->position < it->items.size()) {
-        push(it->items[it->position++]);
+      ASSIGN_OR_RETURN(next, NextValue(it));
+      if (next) {
+        push(*std::move(next));
         return absl::OkStatus();
       }
       f.stack.pop_back();
@@ -1183,6 +1184,7 @@ absl::StatusOr<VarPtr> Translator::MakeFunction(Frame& f, int flags) {
 absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const VarPtr& b) {
   std::string name = OperatorName(nb_op);
   if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
+  if (a->kind == VarKind::kList && (name == "iadd" || name == "imul")) return ListInPlace(name, a, b);
   if (a->is_tensor() || b->is_tensor()) {
     if (name[0] == 'i' && name != "iand" && a->is_tensor() && a->source && !allow_breaks_) {
       return Break(ir::GraphBreak::SIDE_EFFECT,
@@ -1193,9 +1195,8 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
     return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {a, b}, {});
   }
   // Sequences of Python values: Python's own operator decides (list + tuple
-  // raises, torch.Size + tuple is a Size). A list's += stays in place.
-  const bool list_inplace = a->kind == VarKind::kList && (name == "iadd" || name == "imul");
-  if (!list_inplace && (a->is_sequence() || b->is_sequence()) && ToPython(a).ok() && ToPython(b).ok()) {
+  // raises, torch.Size + tuple is a Size).
+  if ((a->is_sequence() || b->is_sequence()) && ToPython(a).ok() && ToPython(b).ok()) {
     absl::StatusOr<python::Object> operator_module = python::Import("operator");
     if (!operator_module.ok()) return operator_module.status();
     absl::StatusOr<python::Object> fn = python::GetAttr(*operator_module, name);
@@ -1203,16 +1204,12 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
     return CallReal(Var::Constant(*fn), {Var::Constant(*ToPython(a)), Var::Constant(*ToPython(b))}, {});
   }
   if (a->is_sequence() && b->is_sequence() && (name == "add" || name == "iadd")) {
-    if (a->kind != b->kind && !(name == "iadd" && a->kind == VarKind::kList)) {
+    if (a->kind != b->kind) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat("'", name, "' between ", Describe(*a), " and ", Describe(*b)),
                    "the operation would raise TypeError");
     }
     std::vector<VarPtr> items = a->items;
     items.insert(items.end(), b->items.begin(), b->items.end());
-    if (name == "iadd" && a->kind == VarKind::kList && !a->source) {
-      a->items = items;
-      return a;
-    }
     VarPtr out = a->kind == VarKind::kList ? Var::List(std::move(items)) : Var::Tuple(std::move(items));
     out->is_size = a->is_size || b->is_size;
     return out;
@@ -1236,6 +1233,26 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
   absl::StatusOr<python::Object> fn = python::GetAttr(*operator_module, name);
   if (!fn.ok()) return fn.status();
   return CallReal(Var::Constant(*fn), {Var::Constant(*lhs), Var::Constant(*rhs)}, {});
+}
+
+absl::StatusOr<VarPtr> Translator::ListInPlace(const std::string& name, const VarPtr& list, const VarPtr& other) {
+  if (absl::Status s = WillMutate(list, name == "iadd" ? "+=" : "*="); !s.ok()) return s;
+  if (name == "iadd") {  // list.extend: any iterable
+    absl::StatusOr<std::vector<VarPtr>> items = Materialize(other);
+    if (!items.ok()) return items.status();
+    list->items.insert(list->items.end(), items->begin(), items->end());
+    return list;
+  }
+  if (!other->is_constant() || !PyIndex_Check(other->object.get())) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("'*=' of a list by ", Describe(*other)),
+                 "a list is repeated by an int");
+  }
+  absl::StatusOr<int64_t> n = AsInt(other);
+  if (!n.ok()) return n.status();
+  std::vector<VarPtr> once = std::move(list->items);
+  list->items.clear();
+  for (int64_t k = 0; k < *n; ++k) list->items.insert(list->items.end(), once.begin(), once.end());
+  return list;
 }
 
 absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& a, const VarPtr& b) {
@@ -1365,9 +1382,13 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
     case VarKind::kGenerator:
       return DrainGenerator(v);
     case VarKind::kIterator: {
-      std::vector<VarPtr> rest(v->items.begin() + static_cast<long>(v->position), v->items.end());
-      v->position = v->items.size();
-      return rest;
+      std::vector<VarPtr> rest;
+      while (true) {
+        absl::StatusOr<std::optional<VarPtr>> next = NextValue(v);
+        if (!next.ok()) return next.status();
+        if (!*next) return rest;
+        rest.push_back(**std::move(next));
+      }
     }
     case VarKind::kRange: {
       std::vector<VarPtr> items;
@@ -1433,9 +1454,38 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Unpack(const VarPtr& v, size_t e
 
 absl::StatusOr<VarPtr> Translator::GetIter(const VarPtr& v) {
   if (v->kind == VarKind::kIterator || v->kind == VarKind::kGenerator) return v;
+  if (v->kind == VarKind::kList) {
+    // Read live (see Var::self): the length is guarded when it is exhausted.
+    VarPtr it = Var::Iterator({});
+    it->self = v;
+    return it;
+  }
   absl::StatusOr<std::vector<VarPtr>> items = Materialize(v);
   if (!items.ok()) return items.status();
-  return Var::Iterator(*std::move(items));
+  VarPtr it = Var::Iterator(*std::move(items));
+  if (v->kind == VarKind::kDict) it->self = v;
+  if (v->kind == VarKind::kDictView) it->self = v->self;
+  return it;
+}
+
+absl::StatusOr<std::optional<VarPtr>> Translator::IteratorNext(const VarPtr& it) {
+  const VarPtr& over = it->self;
+  if (over && over->kind == VarKind::kList) {
+    if (it->position < over->items.size()) return over->items[it->position++];
+    // Exhausted for good, as CPython drops the list then: later appends are
+    // not seen. The trace ended the loop on this length.
+    guards_.LengthMatch(over->source, static_cast<int64_t>(over->items.size()));
+    it->self = nullptr;
+    it->position = 0;
+    return std::nullopt;
+  }
+  if (over && over->kind == VarKind::kDict && over->keys.size() != it->items.size()) {
+    return Break(ir::GraphBreak::OTHER, "a dict changed size while it was iterated",
+                 "the function would raise RuntimeError");
+  }
+  if (it->position < it->items.size()) return it->items[it->position++];
+  it->self = nullptr;  // exhausted: CPython lets go of the dict
+  return std::nullopt;
 }
 
 absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr& item) {

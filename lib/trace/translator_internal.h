@@ -87,6 +87,8 @@ class Translator {
   VarPtr MakeGenerator(const VarPtr& function, Frame frame, std::vector<VarPtr> args);
   // The next value of a generator or iterator tracker; nothing at its end.
   absl::StatusOr<std::optional<VarPtr>> NextValue(const VarPtr& iterator);
+  // NextValue of a kIterator (see Var::self: a list's is read live).
+  absl::StatusOr<std::optional<VarPtr>> IteratorNext(const VarPtr& iterator);
   absl::StatusOr<std::vector<VarPtr>> DrainGenerator(const VarPtr& generator);
   absl::Status YieldValue(Frame& f, std::optional<VarPtr>& result);
   absl::Status ReturnGenerator(Frame& f);
@@ -97,6 +99,12 @@ class Translator {
   // str.join (which take all of it), inlined functions (which iterate it as
   // Python would); anything else is a graph break. Nothing when no argument
   // is a generator or the call proceeds as usual with `args` rewritten.
+  // enumerate/zip/map/filter as lazy adapters (generators.cc): over any
+  // iterable (LazyAdapter), and chosen for lists by LazyOverList.
+  std::optional<absl::StatusOr<VarPtr>> LazyAdapter(const std::string& name, const std::vector<VarPtr>& args,
+                                                    const Kwargs& kwargs);
+  std::optional<absl::StatusOr<VarPtr>> LazyOverList(const std::string& name, const std::vector<VarPtr>& args,
+                                                     const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> CallWithGenerator(const VarPtr& fn,
                                                           std::vector<VarPtr>& args,
                                                           Kwargs& kwargs);
@@ -226,6 +234,12 @@ class Translator {
   // rewritten code, and visible to the rest of the trace.
   absl::Status StoreAttr(const VarPtr& obj, const std::string& name, const VarPtr& value);
   void MarkMutated(const VarPtr& container);
+  // Before changing a list or dict in place: one read from a source is
+  // replayed after the graph (MarkMutated), or, where breaks are not
+  // allowed, a SIDE_EFFECT break naming `how` ("append()", "+=").
+  absl::Status WillMutate(const VarPtr& container, absl::string_view how);
+  // list += iterable, list *= int: in place (`name` is "iadd" or "imul").
+  absl::StatusOr<VarPtr> ListInPlace(const std::string& name, const VarPtr& list, const VarPtr& other);
   // The result of a trace that stopped (or returned with effects): the graph
   // outputs every tensor the frame holds.
   absl::StatusOr<TraceResult> Stopped(StopState state);

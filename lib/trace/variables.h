@@ -30,7 +30,7 @@ enum class VarKind {
   kDict,          // a dict with constant keys
   kSlice,         // slice(start, stop, step) of constants
   kRange,         // range(start, stop, step)
-  kIterator,      // an iterator over precomputed items
+  kIterator,      // an iterator: over a list (`self`), read live; otherwise over precomputed items
   kDType,         // torch.dtype
   kDevice,        // torch.device
   kModule,        // a Python module (torch, torch.nn.functional, math, ...)
@@ -83,7 +83,9 @@ struct Var {
   // kDictView: "keys", "values" or "items"
   std::string name;
   // kMethod: the receiver; kFunction: the bound self (methods of modules);
-  // kDictView: the dict
+  // kDictView: the dict; kIterator: the list it reads live (CPython's list
+  // iterator indexes the list at each step, so it sees appends made after
+  // it), or the dict whose keys it holds (a change of size raises)
   VarPtr self;
   // kFunction made during the trace (object is then its code object): the
   // globals it was made with
