@@ -755,6 +755,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       args.empty() && IsCompilingQuery(fn->object.get())) {
     return Var::Constant(python::FromBool(true));
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallByPolicy(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallFunctools(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);
   bool any_tensor = false;
@@ -1972,7 +1973,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
 void Translator::EliminateDeadCode() {
   // Grad-mode switches, in-place and random ops run even when unused.
   graph_.EliminateDeadCode([this](const ir::Node& n) {
-    if (n.target() == "torch._C._set_grad_enabled") return true;
+    if (n.target() == "torch._C._set_grad_enabled" || IsAllowedFunctionTarget(n.target())) return true;
     const ops::OpEntry* e = registry_.Find(n.target());
     return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
   });

@@ -26,6 +26,10 @@ using Kwargs = std::vector<std::pair<std::string, VarPtr>>;
 inline constexpr size_t kMaxSteps = 2'000'000;  // instructions per trace, unrolled loops included
 inline constexpr size_t kMaxInlineDepth = 48;   // nested inlined calls
 
+// A call_function target naming a function dynamo.allow_in_graph put in the
+// graph (call_policy.cc): it has effects the graph must keep.
+bool IsAllowedFunctionTarget(absl::string_view target);
+
 class Translator {
  public:
   explicit Translator(const ops::Registry& registry);
@@ -185,6 +189,16 @@ class Translator {
   // instance has no real object to hand to it. Nothing: proceed.
   std::optional<absl::StatusOr<VarPtr>> UserObjectBuiltin(const std::string& name, const std::vector<VarPtr>& args,
                                                           const Kwargs& kwargs);
+
+  // --- calls the user chose a treatment for (call_policy.cc) ---
+  // dynamo.allow_in_graph / disallow_in_graph / assume_constant_result /
+  // is_compiling: the answer for fn, or nothing when fn has no entry.
+  std::optional<absl::StatusOr<VarPtr>> CallByPolicy(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                     const Kwargs& kwargs);
+  absl::StatusOr<VarPtr> CallAllowed(const VarPtr& fn, const std::string& name, const std::string& target,
+                                     const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  absl::StatusOr<VarPtr> CallConstantResult(const VarPtr& fn, const std::string& name,
+                                            const std::vector<VarPtr>& args, const Kwargs& kwargs);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

@@ -10,6 +10,8 @@ behind the capture's guards.
     rt.stats()                       # {"graphs": 1, "breaks": 0, ...}
 """
 import itertools
+import sys
+import threading
 import types
 import warnings
 
@@ -22,6 +24,9 @@ from dynamo.guards import check_guards, frame_for_call, resolve_source
 from dynamo.loader import to_graph_module
 
 _ids = itertools.count()  # rewrite ids: globals stay unique per process
+# dynamo.run(): while `run_only.on` in this thread, a cache miss runs the
+# frame eagerly and nothing is captured (dynamo/decorators.py).
+run_only = threading.local()
 
 
 def _eager_backend(gm, example_inputs):
@@ -127,7 +132,7 @@ class Runtime:
 
     def _on_frame(self, function, args, kwargs, recompile_reason):
         """The frame evaluator's miss: capture this call of `function`."""
-        if _another_tracer_running():
+        if _another_tracer_running() or getattr(run_only, "on", False):
             return None  # this call runs as it is, nothing cached
         code = function.__code__
         if recompile_reason is not None and config.warn_recompiles:
@@ -150,6 +155,8 @@ class Runtime:
             if check_guards(entry.capture, fn, args, kwargs) is None:
                 self.cache_hits += 1
                 return self._run(entry, fn, args, kwargs)
+        if getattr(run_only, "on", False):
+            return fn(*args, **kwargs)
         limit = self._limit()
         if len(entries) >= limit:
             if code not in self.warned:
@@ -213,7 +220,7 @@ class Runtime:
         globals_ = target.__globals__
         compiled = None
         if result["graph_name"]:
-            gm = to_graph_module(capture, 0, attributes=result["attributes"])
+            gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables())
             frame = frame_for_call(fn, args, kwargs)
             example_inputs = [resolve_source(i.name, frame, globals_) for i in _placeholder_sources(capture)]
             self.graphs.append(gm)
@@ -237,6 +244,13 @@ class Runtime:
             slots, outputs, is_tuple = result["direct"]
             direct = (compiled, slots, outputs, is_tuple)
         return _Entry(capture, function, result["capture"], direct)
+
+
+def _graph_callables():
+    """The functions dynamo.allow_in_graph put in graphs, by node target
+    (none unless dynamo.decorators was imported)."""
+    decorators = sys.modules.get("dynamo.decorators")
+    return decorators.graph_callables() if decorators is not None else None
 
 
 def _another_tracer_running():
