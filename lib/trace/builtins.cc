@@ -69,7 +69,7 @@ int BinaryOpIndex(absl::string_view nb_name) {
 
 absl::StatusOr<bool> Translator::Identical(const VarPtr& a, const VarPtr& b) {
   if (a->kind == VarKind::kTensor || b->kind == VarKind::kTensor) {
-    return a->kind == b->kind && a->node == b->node;
+    return a->kind == b->kind && a->tensor_identity() == b->tensor_identity();
   }
   if (a->object && b->object) {
     // Identity between two values read from the frame is a fact of the

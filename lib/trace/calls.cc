@@ -296,7 +296,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     // slice(start, stop, step): each bound is a value of its own (guarded
     // where it is read), as a slice the trace builds holds them.
     guards_.TypeMatch(source, obj);
-    VarPtr v = Var::OfKind(VarKind::kSlice, Object(), source);
+    VarPtr v = Var::OfKind(VarKind::kSlice, obj, source);  // the object: for `is`
     for (const char* bound : {"start", "stop", "step"}) {
       absl::StatusOr<VarPtr> b = Wrap(Attr(o, bound), source ? Source::Attr(source, bound) : nullptr);
       if (!b.ok()) return b.status();
