@@ -507,6 +507,99 @@ def issue22_wrong_constants():
     return ok
 
 
+@minimal
+def iterators_and_in_place_lists():
+    """CPython's list iterators read the list at each step, `+=` and `*=`
+    change a list in place, a dict that changes size while iterated
+    raises, iterators have no len(): each checked with fresh arguments
+    (the mutation is part of the result)."""
+    def live_iter(l, x):
+        it = iter(l)
+        first = next(it)
+        l.append(x + 3)
+        return first + sum(it)
+
+    def generator_over_list(l, x):
+        g = (v * 2 for v in l)
+        l.append(x + 3)
+        return sum(g)
+
+    def enumerate_over_list(l, x):
+        e = enumerate(l)
+        l.append(x)
+        return sum(i * v for i, v in e)
+
+    def zip_over_lists(l, x):
+        z = zip(l, l)
+        l.append(x)
+        return sum(a * b for a, b in z)
+
+    def for_loop_appending(l, x):
+        for v in l:
+            if len(l) < 4:
+                l.append(v + x)
+        return x * len(l)
+
+    def iadd_input(l, x):
+        l += [x + 1]
+        l += (x + 2,)
+        return x * 2
+
+    def imul_input(l, x):
+        l *= 3
+        return x + len(l)
+
+    def iadd_alias(l, x):
+        alias = l
+        alias += [x]
+        return x + len(l)
+
+    def iadd_across_break(l, x):
+        g = (v * 2 for v in l)
+        l += [x]
+        print("break here")
+        return sum(g)
+
+    def dict_grows_while_iterated(d, x):
+        try:
+            for k in d:
+                d[k + "z"] = x
+        except RuntimeError:
+            return x - 1
+        return x
+
+    def len_of_iterator(l, x):
+        try:
+            return x + len(iter(l))
+        except TypeError:
+            return x
+
+    ok = True
+    import contextlib
+    import io
+    for fn, make in ((live_iter, lambda: [torch.ones(2)]), (generator_over_list, lambda: [torch.ones(2)]),
+                     (enumerate_over_list, lambda: [torch.ones(2), torch.ones(2)]),
+                     (zip_over_lists, lambda: [torch.ones(2)]), (for_loop_appending, lambda: [torch.ones(2)]),
+                     (iadd_input, lambda: [torch.ones(2)]), (imul_input, lambda: [torch.ones(2)]),
+                     (iadd_alias, lambda: [torch.ones(2)]), (iadd_across_break, lambda: [torch.ones(2)]),
+                     (dict_grows_while_iterated, lambda: {"a": 1}), (len_of_iterator, lambda: [1])):
+        opt = dynamo.optimize(Counter())(fn)
+        for call in range(2):
+            x = torch.randn(2)
+            eager_arg, opt_arg = make(), make()
+            with contextlib.redirect_stdout(io.StringIO()):
+                e, o = outcome(fn, eager_arg, x), outcome(opt, opt_arg, x)
+            state_e = list(eager_arg) if isinstance(eager_arg, list) else sorted(eager_arg)
+            state_o = list(opt_arg) if isinstance(opt_arg, list) else sorted(opt_arg)
+            if e[0] != o[0] or not same(e[1], o[1]) or len(state_e) != len(state_o) or \
+                    not all(same(a, b) for a, b in zip(state_e, state_o)):
+                FAILURES.append(f"{fn.__name__} call {call}: eager {e!r:.100} {len(state_e)} items, "
+                                f"optimized {o!r:.100} {len(state_o)} items")
+                ok = False
+                break
+    return ok
+
+
 # ---------------------------------------------------------------------------
 # FOLD: operations on constants, differentially against CPython.
 
