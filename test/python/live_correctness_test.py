@@ -600,6 +600,40 @@ def iterators_and_in_place_lists():
     return ok
 
 
+@minimal
+def instance_forward_override():
+    """nn.Module.__call__ runs self.forward: an instance attribute shadows
+    the class's forward, and setting one later recaptures."""
+    class Inner(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x) * 2
+    ok = True
+    shadowed = Outer()
+    shadowed.inner.forward = lambda x: x - 100
+    ok &= check("instance forward of a submodule", lambda x: shadowed(x), [(X,), (X,)], expect_graphs=1)
+    ok &= check("instance forward of an argument", lambda m, x: m(x), [(shadowed.inner, X)])
+    later = Outer()
+    counter = Counter()
+    opt = dynamo.optimize(counter)(lambda x: later(x))
+    r1 = opt(X)
+    later.inner.forward = lambda x: x * 10
+    r2 = opt(X)
+    del later.inner.forward
+    r3 = opt(X)
+    if not (same(r1, (X + 1) * 2) and same(r2, X * 20) and same(r3, (X + 1) * 2) and counter.graphs == 2):
+        FAILURES.append(f"forward set on the instance after a capture: {r1} {r2} {r3}, {counter.graphs} graphs")
+        ok = False
+    return ok
+
+
 # ---------------------------------------------------------------------------
 # FOLD: operations on constants, differentially against CPython.
 
