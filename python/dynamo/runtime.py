@@ -16,10 +16,14 @@ optimized function or module frees its captures; an entry also goes when an
 object its guards identify dies. The names a capture installs in its
 function's globals (compiled graph, resume functions) go with its entry.
 A Runtime's history (graphs, captures_made, break_records, generated_code)
-keeps the last HISTORY_LIMIT items of each; stats() counts them all.
+keeps the last HISTORY_LIMIT items of each (up to twice that); stats()
+counts them all. Its
+graphs are held weakly: a GraphModule holds the parameters it reads, and
+only the backend's result (or the user) may keep it alive.
 """
 import collections
 import itertools
+import sys
 import types
 import warnings
 import weakref
@@ -34,7 +38,8 @@ from dynamo.loader import to_graph_module
 
 _ids = itertools.count()  # rewrite ids: globals stay unique per process
 
-# How many items each of a Runtime's history lists keeps (the newest): a
+# How many items each of a Runtime's history lists keeps (the newest; up to
+# twice as many for the lists, see _History): a
 # long-lived Runtime that recompiles (new objects, cache_size_limit) must not
 # grow without bound. explain() uses a fresh Runtime per call.
 HISTORY_LIMIT = 1000
@@ -72,6 +77,37 @@ class _Entry:
         # call is the graph alone: the frame evaluator calls it directly.
         self.direct = direct
         self.installed = installed  # the globals this capture installed (_Installed)
+
+
+class _History(list):
+    """A list that keeps between HISTORY_LIMIT and twice that many of the
+    newest items appended (trimmed in blocks, so that appending stays
+    cheap and `history[len_before:]` still reads what was just added)."""
+
+    def append(self, item):
+        super().append(item)
+        if len(self) > 2 * HISTORY_LIMIT:
+            del self[:HISTORY_LIMIT]
+
+
+class _WeakHistory:
+    """The newest HISTORY_LIMIT objects appended, held weakly: iterating
+    yields those still alive; len() counts every one kept, dead or alive."""
+
+    def __init__(self):
+        self._refs = collections.deque(maxlen=HISTORY_LIMIT)
+
+    def append(self, obj):
+        self._refs.append(weakref.ref(obj))
+
+    def __len__(self):
+        return len(self._refs)
+
+    def __iter__(self):
+        return (obj for obj in (ref() for ref in list(self._refs)) if obj is not None)
+
+    def __getitem__(self, i):
+        return list(self)[i]
 
 
 class _Installed:
@@ -158,11 +194,10 @@ class Runtime:
         self.nopython = nopython
         self.cache = weakref.WeakKeyDictionary()  # code object -> [_Entry]
         # History, the newest HISTORY_LIMIT of each, in order:
-        history = lambda: collections.deque(maxlen=HISTORY_LIMIT)  # noqa: E731
-        self.graphs = history()          # GraphModules handed to the backend
-        self.captures_made = history()   # Capture protos
-        self.break_records = history()   # GraphBreak protos
-        self.generated_code = history()  # rewritten and resume code objects
+        self.graphs = _WeakHistory()      # GraphModules handed to the backend (weakly)
+        self.captures_made = _History()   # Capture protos
+        self.break_records = _History()   # GraphBreak protos
+        self.generated_code = _History()  # rewritten and resume code objects
         self.break_sites = set()   # (file, line, offset, reason): bounded by the program's text
         self.warned = weakref.WeakSet()  # code objects already warned about
         self.captures = 0
@@ -285,7 +320,10 @@ class Runtime:
             self.graphs_made += 1
             if config.verbose:
                 print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
+            held = sys.getrefcount(gm)
             compiled = self.backend(gm, example_inputs)
+            if sys.getrefcount(gm) <= held:
+                _let_go(gm)
             if self.evaluate_frames and self.backend is not _eager_backend:
                 compiled = _without_capture(compiled)
             installed.add(result["graph_name"], compiled)
@@ -303,6 +341,19 @@ class Runtime:
             slots, outputs, is_tuple = result["direct"]
             direct = (compiled, slots, outputs, is_tuple)
         return _Entry(capture, function, result["capture"], direct, installed)
+
+
+def _let_go(gm):
+    """The backend kept no reference to its GraphModule (a backend that
+    compiles it into something else): nothing can reach it but the cyclic
+    collector, which may run much later (FX's modules are cyclic), so drop
+    what it holds now -- the parameters and buffers it reads belong to the
+    user's modules, which must be freed when the user drops them."""
+    gm._modules.clear()
+    gm._parameters.clear()
+    gm._buffers.clear()
+    for name in [n for n, v in vars(gm).items() if isinstance(v, torch.Tensor)]:
+        delattr(gm, name)
 
 
 def _another_tracer_running():
