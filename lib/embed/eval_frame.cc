@@ -45,6 +45,8 @@ struct Entry {
   // What the callback installed in the function's globals for this capture
   // (the compiled graph, resume functions): dropping it removes them.
   Object installed;
+  // Whether its guards ever held on a later call (see CodeState::churned).
+  mutable bool hit = false;
 };
 
 // Everything the evaluator keeps about one code object, in its co_extra slot.
@@ -57,11 +59,18 @@ struct CodeState {
   std::vector<std::string> names;  // localsplus names
   std::vector<bool> cells;
   std::vector<std::shared_ptr<const Entry>> entries;
-  // Per callback: entries dropped because an object their guards identify
-  // died. They count towards kAccumulatedLimit, so that code whose guards
-  // pin objects that die right away (or a fresh module per call) stops
-  // recapturing instead of capturing on every call.
-  absl::flat_hash_map<PyObject*, size_t> dropped;
+  // Per callback, entries dropped because an object their guards identify
+  // died: `churned` those that never held on a later call (objects made and
+  // dropped per call: a fresh GraphModule, a module built inside the call),
+  // which count towards the cache size limit as if they were still there --
+  // the number of captures is what it would be if nothing died, only the
+  // memory goes; `dropped` all of them, which count towards
+  // kAccumulatedLimit.
+  struct Dropped {
+    size_t churned = 0;
+    size_t all = 0;
+  };
+  absl::flat_hash_map<PyObject*, Dropped> dropped;
 };
 
 // How many captures one callback may make of one code object, counting
@@ -231,7 +240,11 @@ void DropEntry(CodeState* s, uint64_t serial, const Entry* entry) {
   if (state == nullptr) return;
   std::vector<std::shared_ptr<const Entry>> dying;
   TakeEntries(state, [entry](const Entry& e) { return &e == entry; }, &dying);
-  if (!dying.empty()) ++state->dropped[entry->owner];
+  if (!dying.empty()) {
+    CodeState::Dropped& d = state->dropped[entry->owner];
+    d.churned += entry->hit ? 0 : 1;
+    ++d.all;
+  }
 }
 
 // A callback died (its optimize() context is gone): so do its entries, in
@@ -526,26 +539,28 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     }
     if (holds) {
       ++hits;
+      e->hit = true;
       return RunEntry(*e, frame, throw_flag, ts);
     }
   }
   ++misses;
-  size_t dropped = 0;
+  CodeState::Dropped dropped;
   if (!state->dropped.empty()) {
     if (auto it = state->dropped.find(cb); it != state->dropped.end()) dropped = it->second;
   }
-  if (mine >= cache_limit || mine + dropped >= std::max(kAccumulatedLimit, cache_limit)) {
+  const bool full = mine + dropped.churned >= cache_limit;
+  if (full || mine + dropped.all >= std::max(kAccumulatedLimit, cache_limit)) {
     if (!state->warned) {
       state->warned = true;
       std::string msg =
-          mine >= cache_limit
+          full
               ? absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
                              PyUnicode_AsUTF8(frame->f_code->co_filename), ":", frame->f_code->co_firstlineno,
                              ") was captured ", cache_limit,
                              " times (config.cache_size_limit); it runs eagerly from now on")
               : absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
                              PyUnicode_AsUTF8(frame->f_code->co_filename), ":", frame->f_code->co_firstlineno,
-                             ") was captured ", mine + dropped, " times, ", dropped,
+                             ") was captured ", mine + dropped.all, " times, ", dropped.all,
                              " of them dropped when objects their guards identify died; it runs eagerly "
                              "from now on");
       if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
