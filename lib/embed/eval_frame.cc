@@ -64,8 +64,7 @@ struct CodeState {
   // dropped per call: a fresh GraphModule, a module built inside the call),
   // which count towards the cache size limit as if they were still there --
   // the number of captures is what it would be if nothing died, only the
-  // memory goes; `dropped` all of them, which count towards
-  // kAccumulatedLimit.
+  // memory goes; `all` of them count towards kAccumulatedLimit.
   struct Dropped {
     size_t churned = 0;
     size_t all = 0;
