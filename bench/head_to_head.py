@@ -5,6 +5,13 @@ eager (for resnet18, the machinery alone: its graph returns a stored output).
 One table with ratios; no assertions (benchmarks are not tests).
 
     scripts/python bench/head_to_head.py [--quick] [model ...]
+    scripts/python bench/head_to_head.py --inductor [model ...]
+
+--inductor races the compilers end to end instead: dynamo.optimize("inductor")
+(our graph handed to torch's Inductor) vs torch.compile(backend="inductor"),
+each in its own process with its own empty Inductor cache (a warm cache
+would make the second side's compile free): compile time (first call minus
+one eager call), then steady-state latency and the speed-up over eager.
 
 Models: resnet18, mobilenet_v2, vit_b_16 (torchvision), bert (BERT-base from a
 transformers config), gpt2 (GPT-2 small from a config), a timm model
@@ -128,8 +135,71 @@ def warm_overhead(fn, args, n, stored=False):
     return a, b
 
 
+INDUCTOR_MODELS = {
+    "mlp": lambda: (torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512),
+                                        torch.nn.GELU(), torch.nn.Linear(512, 10)), (torch.randn(32, 256),)),
+    "resnet18": lambda: (__import__("torchvision").models.resnet18(), (torch.randn(1, 3, 64, 64),)),
+}
+
+
+def steady_latency(fn, args, seconds=1.0):
+    """Median per-call time over repeated timed batches."""
+    for _ in range(3):
+        fn(*args)
+    samples, spent = [], 0.0
+    while spent < seconds or len(samples) < 5:
+        t = time.perf_counter()
+        fn(*args)
+        dt = time.perf_counter() - t
+        samples.append(dt)
+        spent += dt
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+def inductor_side(side, name):
+    """One side of the Inductor race, in this (fresh) process: JSON on stdout."""
+    import json
+    torch.manual_seed(0)
+    model, inputs = INDUCTOR_MODELS[name]()
+    model.eval()
+    with torch.no_grad():
+        opt = dynamo.optimize("inductor")(model) if side == "ours" else torch.compile(model, backend="inductor")
+        compile_s = first_call(opt, model, inputs)
+        same = torch.allclose(opt(*inputs), model(*inputs), rtol=1e-3, atol=1e-3)
+        eager = steady_latency(model, inputs)
+        compiled = steady_latency(opt, inputs)
+    print(json.dumps({"compile": compile_s, "eager": eager, "compiled": compiled, "same": bool(same)}))
+
+
+def inductor_race(names):
+    import json
+    import os
+    import subprocess
+    import tempfile
+    print(f"{'inductor':10} {'compile ours s':>14} {'torch s':>8} {'ratio':>6}   "
+          f"{'latency ours ms':>15} {'torch ms':>9} {'eager ms':>9}   speed-up ours/torch   equal")
+    for name in names or INDUCTOR_MODELS:
+        row = {}
+        for side in ("ours", "torch"):
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, TORCHINDUCTOR_FX_GRAPH_CACHE="0",
+                           TORCHINDUCTOR_AUTOGRAD_CACHE="0")
+                out = subprocess.run([sys.executable, __file__, "--inductor-side", side, name], env=env,
+                                     capture_output=True, text=True, check=True)
+                row[side] = json.loads(out.stdout.strip().splitlines()[-1])
+        o, t = row["ours"], row["torch"]
+        print(f"{name:10} {o['compile']:14.2f} {t['compile']:8.2f} {t['compile'] / max(o['compile'], 1e-9):5.2f}x   "
+              f"{o['compiled'] * 1e3:15.3f} {t['compiled'] * 1e3:9.3f} {o['eager'] * 1e3:9.3f}   "
+              f"{o['eager'] / o['compiled']:8.2f}x / {t['eager'] / t['compiled']:.2f}x   {o['same'] and t['same']}")
+
+
 def main():
     names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if "--inductor-side" in sys.argv:
+        return inductor_side(*names)
+    if "--inductor" in sys.argv:
+        return inductor_race(names)
     print(f"{'model':14} {'ours ms':>9} {'torch ms':>9} {'ratio':>7}   graphs o/t  breaks o/t  guards o/t")
     with torch.no_grad():
         for name, make in models(names):

@@ -125,13 +125,12 @@ class Parser {
                           std::isdigit(static_cast<unsigned char>(text_[pos_ + 1]))))) {
         ++pos_;
       }
-      std::string device(text_.substr(dev_start, pos_ - dev_start));
-      size_t colon = device.find(':');
-      meta.device.type = device.substr(0, colon);
-      if (meta.device.type.empty()) return Error("a device name", dev_start);
-      if (colon != std::string::npos && !absl::SimpleAtoi(device.substr(colon + 1), &meta.device.index)) {
-        return Error("a device index", dev_start + colon + 1);
+      absl::StatusOr<ops::Device> device = ops::ParseDevice(text_.substr(dev_start, pos_ - dev_start));
+      if (!device.ok()) {
+        return Error(absl::StrCat("a device (cpu, cuda or meta, optionally :N): ", device.status().message()),
+                     dev_start);
       }
+      meta.device = *std::move(device);
     }
     if (absl::StartsWith(text_.substr(pos_), ":grad")) {
       pos_ += 5;

@@ -432,12 +432,7 @@ absl::StatusOr<Device> DeviceArgument(const Value& value, const Device& fallback
   if (value.is_device()) {
     d = value.as_device();
   } else if (value.is_string()) {
-    const std::string& s = value.as_string();
-    const size_t colon = s.find(':');
-    d.type = s.substr(0, colon);
-    if (colon != std::string::npos && !absl::SimpleAtoi(s.substr(colon + 1), &d.index)) {
-      return absl::InvalidArgumentError(absl::StrCat("Invalid device string: '", s, "'"));
-    }
+    return ParseDevice(value.as_string());
   } else {
     return TypeError(absl::StrCat("expected a device, got ", TypeName(value)));
   }

@@ -1,8 +1,10 @@
 #include "lib/ops/meta.h"
 
+#include <algorithm>
 #include <array>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -51,6 +53,26 @@ bool IsIntegral(DType d, bool include_bool) {
 std::string DeviceName(const Device& device) {
   if (device.index < 0) return device.type;
   return absl::StrCat(device.type, ":", device.index);
+}
+
+absl::StatusOr<Device> ParseDevice(absl::string_view text) {
+  Device d;
+  const size_t colon = text.find(':');
+  d.type = std::string(text.substr(0, colon));
+  if (d.type != "cpu" && d.type != "cuda" && d.type != "meta") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Expected one of cpu, cuda, meta device type at start of device string: ", d.type));
+  }
+  if (colon == absl::string_view::npos) return d;
+  const absl::string_view index = text.substr(colon + 1);
+  const bool digits = !index.empty() && index.size() <= 3 &&
+                      std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+  int64_t n = 0;
+  if (!digits || (index.size() > 1 && index[0] == '0') || !absl::SimpleAtoi(index, &n) || n > 127) {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid device string: '", text, "'"));
+  }
+  d.index = n;
+  return d;
 }
 
 TensorMeta TensorMeta::Contiguous(DType dtype, std::vector<int64_t> sizes, Device device) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace dynamo::ops {
@@ -48,6 +49,11 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 std::string DeviceName(const Device& device);  // "cpu", "cuda:0"
+// torch.device's string grammar, over the device types the registry infers
+// (cpu, cuda, meta): "cuda", "cuda:1" (an index 0..127 in plain digits, no
+// sign, space or leading zero). Anything else is InvalidArgument, worded as
+// torch words it.
+absl::StatusOr<Device> ParseDevice(absl::string_view text);
 
 // A size that depends on tensor values (boolean-mask indexing, nonzero).
 inline constexpr int64_t kDynamicSize = -1;

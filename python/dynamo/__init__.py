@@ -7,6 +7,9 @@
     print(dynamo.explain(f)(x, y))              # graphs, breaks (with their lines), ops, guards
     gm, guards = dynamo.export(model, x)        # one graph, or dynamo.Unsupported at a break
     dynamo.disable(g); dynamo.reset(); dynamo.list_backends(); dynamo.config.cache_size_limit = 16
+    dynamo.allow_in_graph(h); dynamo.disallow_in_graph(torch.sub); dynamo.assume_constant_result(k)
+    dynamo.run(f); dynamo.skip(g); dynamo.is_compiling()
+    dynamo.compiler.disable(g, recursive=False)   # torch.compiler's names (dynamo.compiler)
 
     from dynamo.loader import load
     gm, capture = load("model.pb")              # an offline capture as a torch.fx.GraphModule
@@ -19,17 +22,24 @@ from dynamo import config  # noqa: F401
 _LAZY = {
     "optimize": "eval_frame", "optimize_assert": "eval_frame", "disable": "eval_frame",
     "reset": "eval_frame", "OptimizedModule": "eval_frame", "compile": "eval_frame", "graph_break": "eval_frame",
+    "skip": "eval_frame",
+    "allow_in_graph": "decorators", "disallow_in_graph": "decorators", "assume_constant_result": "decorators",
+    "is_compiling": "decorators", "run": "decorators",
     "explain": "explain", "export": "explain", "ExplainOutput": "explain", "Guard": "explain",
     "BreakReason": "explain",
     "list_backends": "backends", "register_backend": "backends", "lookup_backend": "backends",
     "InvalidBackend": "backends",
     "Unsupported": "runtime", "Runtime": "runtime",
 }
+_SUBMODULES = ("compiler",)
 
 __all__ = ["config", *_LAZY]
 
 
 def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f"dynamo.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dynamo' has no attribute {name!r}")
@@ -44,4 +54,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))

@@ -59,21 +59,27 @@ def _is_disabled(fn):
     return bool(getattr(fn, "_dynamo_disable", False))
 
 
-def disable(fn=None, recursive=True):
+def disable(fn=None, recursive=True, *, reason=None):
     """fn (a function, method or module), never captured: optimize() leaves
-    it as it is, and when optimized code calls it, it runs with the frame
-    evaluator off (so the frames it makes are not captured either). The
-    marker is the attribute `_dynamo_disable = True` (torch's
-    `_torchdynamo_disable` too), for the translator to break at such a call
-    rather than inline it. `@disable` and `@disable()` both work. A module is
-    marked in place and returned. `recursive` is torch's signature; what fn
-    calls is never captured either."""
+    it as it is, and when optimized code calls it, the graph breaks at the
+    call (the marker is `_dynamo_disable = True`, and torch's
+    `_torchdynamo_disable`, which torch._dynamo honours too). `@disable` and
+    `@disable()` both work. torch.compiler.disable's signature: `reason` is
+    recorded as `_dynamo_disable_reason`.
+
+    recursive=True: fn runs with the frame evaluator off, so nothing it
+    calls is captured either (a module is marked in place and returned).
+    recursive=False: only fn's own frames are skipped; the functions it
+    calls are captured as usual (torch's `disable(recursive=False)`, once
+    spelled `torch._dynamo.skip`; see skip())."""
     if fn is None:
-        return functools.partial(disable, recursive=recursive)
+        return functools.partial(disable, recursive=recursive, reason=reason)
     if not callable(fn):
         raise TypeError(f"dynamo.disable expects a callable, got {type(fn).__name__}")
-    if _is_disabled(fn):
+    if _is_disabled(fn) and (not recursive or getattr(fn, "_dynamo_disable_recursive", True)):
         return fn
+    if not recursive:
+        return _skip_frames(fn, reason)
     if isinstance(fn, torch.nn.Module):
         fn._dynamo_disable = True
         return fn
@@ -91,9 +97,64 @@ def disable(fn=None, recursive=True):
                 _C.set_eval_frame(previous)
 
     _disabled._dynamo_disable = True
+    _disabled._dynamo_disable_reason = reason
     _disabled._torchdynamo_disable = True
     _disabled._torchdynamo_orig_callable = fn
     return _disabled
+
+
+def _skipped_copy(function):
+    """function with a copy of its code that the frame evaluator always
+    runs as it is: the original's code (called elsewhere, optimized
+    elsewhere) stays capturable."""
+    code = function.__code__.replace()  # a new code object: its own co_extra
+    _C.mark_skip(code)
+    copy = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__,
+                              function.__closure__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__ = function.__qualname__
+    copy.__dict__.update(function.__dict__)
+    return copy
+
+
+def _skip_frames(fn, reason):
+    """disable(fn, recursive=False): fn's frames are skipped, what it calls
+    is captured."""
+    if isinstance(fn, torch.nn.Module):
+        # Captured code calls a module through type(m).forward, so a
+        # per-instance skip could not be honoured there.
+        raise TypeError("dynamo.disable(recursive=False) takes functions and methods; for a module, "
+                        "decorate its class's forward")
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        target = types.MethodType(_skipped_copy(fn.__func__), fn.__self__)
+    elif isinstance(fn, types.FunctionType):
+        target = _skipped_copy(fn)
+    else:
+        raise TypeError(f"dynamo.disable(recursive=False) expects a Python function, method or module, "
+                        f"got {type(fn).__name__}")
+
+    @functools.wraps(fn)
+    def _skipped(*args, **kwargs):
+        # The evaluator stays on: frames target's code starts are captured.
+        return target(*args, **kwargs)
+
+    # Captured code breaks at a call of it (the translator reads the marker),
+    # so the call runs in Python, where the evaluator skips target's frame.
+    _skipped._dynamo_disable = True
+    _skipped._dynamo_disable_reason = reason
+    _skipped._dynamo_disable_recursive = False
+    _skipped._torchdynamo_disable = True
+    _skipped._torchdynamo_disable_recursive = False
+    return _skipped
+
+
+def skip(fn=None):
+    """disable(fn, recursive=False): fn's own frames are never captured, the
+    code it calls is (torch._dynamo.skip's meaning; torch 2.14 spells it
+    torch.compiler.disable(fn, recursive=False))."""
+    if fn is None:
+        return skip
+    return disable(fn, recursive=False)
 
 
 def capture_target(fn):
@@ -183,13 +244,15 @@ class _Optimize:
     def __call__(self, fn):
         if not callable(fn):
             raise TypeError(f"dynamo.optimize(...) expects a function or an nn.Module, got {type(fn).__name__}")
-        if _is_disabled(fn):
+        if _is_disabled(fn) and getattr(fn, "_dynamo_disable_recursive", True):
             return fn
         if isinstance(fn, OptimizedModule):
             fn = fn._orig_mod
         if isinstance(fn, torch.nn.Module):
             return OptimizedModule(fn, self.runtime)
         fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # re-optimizing: the original
+        if not getattr(fn, "_dynamo_disable_recursive", True) and self.runtime.evaluate_frames:
+            return self._around_skipped(fn)
         target = capture_target(fn)
         if target is None:
             warnings.warn(f"dynamo.optimize: {fn!r} has no Python code to capture; it runs as it is")
@@ -216,6 +279,22 @@ class _Optimize:
         _optimized._torchdynamo_disable = True
         _optimized._torchdynamo_disable_recursive = True
         _optimized.dynamo_runtime = runtime
+        return _optimized
+
+    def _around_skipped(self, fn):
+        """optimize(disable(f, recursive=False)): f's frames run as they
+        are, the calls they make are captured by this Runtime."""
+        run, callback = _C.run_with_eval_frame, self.runtime._callback
+
+        @functools.wraps(fn)
+        def _optimized(*args, **kwargs):
+            return run(callback, config.cache_size_limit, fn, *args, **kwargs)
+
+        # Called from captured code it breaks, as fn itself would.
+        _optimized._dynamo_disable = True
+        _optimized._dynamo_disable_recursive = False
+        _optimized._torchdynamo_disable = True
+        _optimized.dynamo_runtime = self.runtime
         return _optimized
 
     def __enter__(self):

@@ -264,12 +264,15 @@ def _kind_name(kind):
     return ir.Node.Kind.Name(kind) if kind in ir.Node.Kind.values() else str(kind)
 
 
-def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None):
+def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None, callables=None):
     """One graph of the capture as a torch.fx.GraphModule.
 
     Attribute values come from `attributes` ({target: tensor}, what a live
     capture hands over), else from the capture when it stored them, else from
     `root` (the module the capture was made from) by their target path.
+    `callables` ({target: callable}) is what a live capture's caller hands
+    over for nodes that call functions put in the graph with
+    dynamo.allow_in_graph; the file's text never picks code to run.
 
     Every name is checked and every call target is looked up in the op
     registry's list (dynamo.trust) before FX sees it: a capture names
@@ -304,7 +307,12 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
                                    "of the capture's attributes")
             fx_node = graph.get_attr(node.target)
         elif node.kind == ir.Node.CALL_FUNCTION:
-            fx_node = graph.call_function(trust.call_target(node.target, what), args, kwargs)
+            allowed = callables.get(node.target) if callables else None
+            if allowed is None and node.target.startswith("allow_in_graph."):
+                raise CaptureError(f"{what}: call target {trust.show(node.target)} is a function put in the graph "
+                                   "by dynamo.allow_in_graph: only the live capture that made it can call it")
+            fx_node = graph.call_function(allowed if allowed is not None else trust.call_target(node.target, what),
+                                          args, kwargs)
         elif node.kind == ir.Node.CALL_METHOD:
             if not args:
                 raise CaptureError(f"{what}: a method call without its object")

@@ -24,6 +24,7 @@ only the backend's result (or the user) may keep it alive.
 import collections
 import itertools
 import sys
+import threading
 import types
 import warnings
 import weakref
@@ -37,6 +38,9 @@ from dynamo.guards import check_guards, frame_for_call, resolve_source
 from dynamo.loader import to_graph_module
 
 _ids = itertools.count()  # rewrite ids: globals stay unique per process
+# dynamo.run(): while `run_only.on` in this thread, a cache miss runs the
+# frame eagerly and nothing is captured (dynamo/decorators.py).
+run_only = threading.local()
 
 # How many items each of a Runtime's history lists keeps (the newest; up to
 # twice as many for the lists, see _History): a
@@ -228,7 +232,7 @@ class Runtime:
 
     def _on_frame(self, function, args, kwargs, recompile_reason):
         """The frame evaluator's miss: capture this call of `function`."""
-        if _another_tracer_running():
+        if _another_tracer_running() or getattr(run_only, "on", False):
             return None  # this call runs as it is, nothing cached
         code = function.__code__
         if recompile_reason is not None and config.warn_recompiles:
@@ -249,6 +253,8 @@ class Runtime:
             if check_guards(entry.capture, fn, args, kwargs) is None:
                 self.cache_hits += 1
                 return self._run(entry, fn, args, kwargs)
+        if getattr(run_only, "on", False):
+            return fn(*args, **kwargs)
         limit = self._limit()
         if len(entries) >= limit:
             if code not in self.warned:
@@ -313,7 +319,7 @@ class Runtime:
         installed = _Installed(globals_)
         compiled = None
         if result["graph_name"]:
-            gm = to_graph_module(capture, 0, attributes=result["attributes"])
+            gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables())
             frame = frame_for_call(fn, args, kwargs)
             example_inputs = [resolve_source(i.name, frame, globals_) for i in _placeholder_sources(capture)]
             self.graphs.append(gm)
@@ -354,6 +360,13 @@ def _let_go(gm):
     gm._buffers.clear()
     for name in [n for n, v in vars(gm).items() if isinstance(v, torch.Tensor)]:
         delattr(gm, name)
+
+
+def _graph_callables():
+    """The functions dynamo.allow_in_graph put in graphs, by node target
+    (none unless dynamo.decorators was imported)."""
+    decorators = sys.modules.get("dynamo.decorators")
+    return decorators.graph_callables() if decorators is not None else None
 
 
 def _another_tracer_running():

@@ -260,7 +260,9 @@ class Export(BadInput):
     def test_malformed_specs(self):
         for spec, fragment in [("f32[2,x]", "position 7"), ("f33[2]", "a dtype"), ("f32[2", "']'"),
                                ("[f32[2],", "a value or ']'"), ("i64[2]:grad", "floating point"),
-                               ("int:x", "an int")]:
+                               ("int:x", "an int"), ("f32[2]@nowhere:7", "device type at start of device string"),
+                               ("f32[2]@cuda:01", "Invalid device string"), ("f32[2]@cuda:128", "Invalid device string"),
+                               ("f32[2]@CPU", "a device (cpu, cuda or meta")]:
             with self.subTest(spec=spec):
                 self.assert_export_error(
                     export(self.model, "--fn", "net.forward", "-i", spec, "-o", self.out), fragment)

@@ -15,8 +15,9 @@ from dynamo.loader import read_capture
 
 IGNORED = {"getitem", "_set_grad_enabled", "size"}
 # The same operation spelled differently: torch._dynamo writes x.T as
-# getattr(x, 'T') where libdynamo writes the permute it is.
-ALIASES = {"getattr.T": "permute", "getattr.mT": "transpose"}
+# getattr(x, 'T') (2.11) or aten.numpy_T (2.14) where libdynamo writes the
+# permute it is.
+ALIASES = {"getattr.T": "permute", "getattr.mT": "transpose", "torch._ops.aten.numpy_T": "permute"}
 
 
 def _name(target):

@@ -1,9 +1,10 @@
-"""Runs the capture corpus through the reference system, torch._dynamo, and
-writes what it captures: graphs, breaks and the ops of each graph.
+"""Runs the capture corpus through the reference system, torch._dynamo (the
+venv's torch, in this process), and records what it captures: graphs,
+breaks and the ops of each graph. capture_test calls record() in its own
+run and compares every case with it (compare_reference.py); main() writes
+the record for people to read and diff:
 
-Run where torch._dynamo exists (torch >= 2.0; not Debian's 1.13):
-    python3 test/reference/dynamo_reference.py OUT.json
-compare_reference.py then checks libdynamo's captures against it.
+    scripts/python test/reference/dynamo_reference.py test/reference/dynamo_2.14.1.json
 """
 import json
 import os
@@ -35,7 +36,9 @@ def _targets(gm):
     return out
 
 
-def main(out_path):
+def record():
+    """{"torch": version, "python": version, "cases": [...]}: torch._dynamo's
+    graphs, breaks and errors on every case of capture_cases.CASES."""
     results = []
     for index, (target, _inputs, make) in enumerate(capture_cases.CASES):
         fn = _resolve(target)
@@ -62,9 +65,17 @@ def main(out_path):
         except Exception as e:  # noqa: BLE001 -- recorded, not hidden
             entry["error"] = f"{type(e).__name__}: {e}"[:500]
         results.append(entry)
-        print(index, target, entry.get("graph_count"), entry.get("break_count"), entry.get("error", ""))
+    torch._dynamo.reset()
+    return {"torch": torch.__version__, "python": sys.version.split()[0], "cases": results}
+
+
+def main(out_path):
+    data = record()
+    for entry in data["cases"]:
+        print(entry["index"], entry["target"], entry.get("graph_count"), entry.get("break_count"),
+              entry.get("error", ""))
     with open(out_path, "w") as f:
-        json.dump({"torch": torch.__version__, "python": sys.version.split()[0], "cases": results}, f, indent=1)
+        json.dump(data, f, indent=1)
 
 
 if __name__ == "__main__":
