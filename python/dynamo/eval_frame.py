@@ -193,12 +193,6 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = mod
         self.dynamo_runtime = runtime
-        forward = mod.forward
-
-        def compiled_forward(*args, **kwargs):
-            return runtime.call(forward, args, kwargs)
-
-        self._compiled_forward = functools.wraps(forward)(compiled_forward)
 
     def __getattr__(self, name):
         try:
@@ -211,13 +205,17 @@ class OptimizedModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         mod = self._orig_mod
+        runtime = self.dynamo_runtime
+        # What nn.Module.__call__ would run now: the instance's own forward
+        # when one was set (even after optimize()), else the class's.
+        target = mod.forward
         if not _has_hooks(mod):
-            return self._compiled_forward(*args, **kwargs)
+            return runtime.call(target, args, kwargs)
         # The original's __call__ (its hooks, in Python) with its forward
         # routed to the capture for the length of the call.
         missing = object()
         previous = mod.__dict__.get("forward", missing)
-        mod.__dict__["forward"] = self._compiled_forward
+        mod.__dict__["forward"] = functools.wraps(target)(lambda *a, **k: runtime.call(target, a, k))
         try:
             return mod(*args, **kwargs)
         finally:

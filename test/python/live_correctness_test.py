@@ -631,6 +631,22 @@ def instance_forward_override():
     if not (same(r1, (X + 1) * 2) and same(r2, X * 20) and same(r3, (X + 1) * 2) and counter.graphs == 2):
         FAILURES.append(f"forward set on the instance after a capture: {r1} {r2} {r3}, {counter.graphs} graphs")
         ok = False
+    # The optimized module itself: optimize(m), then m.forward set, deleted,
+    # and set again under a forward hook.
+    top = Inner()
+    opt_top = dynamo.optimize(Counter())(top)
+    got = [opt_top(X)]
+    top.forward = lambda x: x * 10
+    got.append(opt_top(X))
+    del top.forward
+    got.append(opt_top(X))
+    top.register_forward_hook(lambda mod, args, out: out + 1000)
+    top.forward = lambda x: x * 3
+    got.append(opt_top(X))
+    want = [X + 1, X * 10, X + 1, X * 3 + 1000]
+    if not all(same(g, w) for g, w in zip(got, want)):
+        FAILURES.append(f"forward set on an optimized module: {got}, eager {want}")
+        ok = False
     return ok
 
 
