@@ -113,7 +113,7 @@ class ExplainOutput:
         self.graph_break_count = len(break_reasons)
         self.ops_per_graph = [[n.target for n in gm.graph.nodes if n.op in _OPS] for gm in graphs]
         self.op_count = sum(len(ops) for ops in self.ops_per_graph)
-        self.inferred_on_meta = [[_target_name(n) for n in gm.graph.nodes
+        self.inferred_on_meta = [[n.meta["dynamo_inferred_on_meta"] for n in gm.graph.nodes
                                   if n.op in _OPS and n.meta.get("dynamo_inferred_on_meta")] for gm in graphs]
         self.out_guards = out_guards
         self.compile_times = compile_times

@@ -413,7 +413,7 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             raise CaptureError(f"{what}: node kind {_kind_name(node.kind)} is not one libdynamo writes")
         fx_node.name = node.name
         if node.inferred_on_meta:
-            fx_node.meta["dynamo_inferred_on_meta"] = True
+            fx_node.meta["dynamo_inferred_on_meta"] = node.target  # the canonical name
         kind = node.meta.WhichOneof("kind")
         if kind == "tensor":
             fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what)
