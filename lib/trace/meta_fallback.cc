@@ -301,6 +301,11 @@ Object TorchPath(absl::string_view path) {
   return o;
 }
 
+// ATen bindings whose effect leaves the tensors (a file read or written, a
+// line printed): no tensor operation, and never a call target a capture may
+// name (the schemas that take a file name, and aten::_print).
+constexpr const char* kNotOperators[] = {"from_file", "save", "_print"};
+
 // The modules of builtins that are ATen bindings, beside torch._C._VariableFunctions.
 constexpr const char* kOperatorModules[] = {"_C._nn", "_C._linalg", "_C._fft", "_C._special"};
 
@@ -328,6 +333,9 @@ Object TorchOperator(absl::string_view name) {
                        Attr(m.get(), "__objclass__").get() == TorchPath("_C.TensorBase").get());
   }
   if (parts.size() < 2 || parts[0] != "torch") return Object();
+  for (const char* excluded : kNotOperators) {
+    if (std::find(parts.begin(), parts.end(), excluded) != parts.end()) return Object();
+  }
   for (size_t i = 1; i < parts.size(); ++i) {
     // Module names start with "_"; an operator's own name may (torch._shape_as_tensor).
     if (!Identifier(parts[i])) return Object();

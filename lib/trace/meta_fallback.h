@@ -34,7 +34,9 @@
 //                         does not override in Python (no dunders)
 //   torch.ops.aten.<op>[.<overload>]
 //                         an OpOverloadPacket / OpOverload of namespace aten
-// The canonical name resolves back to the very object by the same rule
+// Excluded: bindings whose effect leaves the tensors (torch.from_file,
+// aten::save, torch._print). The canonical name resolves back to the very
+// object by the same rule
 // (TorchOperator), never by walking arbitrary attributes. Python functions
 // (torch.functional.*, F.relu, user code) are none of these: the translator
 // inlines them down to operators.

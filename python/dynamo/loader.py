@@ -52,6 +52,8 @@ _MEMORY_FORMATS = {
 # namespace's kind; nothing else a file names is looked up.
 _OPERATOR_MODULES = {"_nn": torch._C._nn, "_linalg": torch._C._linalg, "_fft": torch._C._fft,
                      "_special": torch._C._special}
+# Bindings whose effect leaves the tensors (files, printing): never a target.
+_NOT_OPERATORS = frozenset({"from_file", "save", "_print"})
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 
@@ -70,7 +72,7 @@ def torch_operator(text):
         m = getattr(torch.Tensor, parts[1], None)
         ok = isinstance(m, types.MethodDescriptorType) and m.__objclass__ is torch._C.TensorBase
         return parts[1] if ok else None
-    if parts[0] != "torch":
+    if parts[0] != "torch" or _NOT_OPERATORS.intersection(parts):
         return None
     if len(parts) == 2:
         f = getattr(torch._C._VariableFunctions, parts[1], None)
