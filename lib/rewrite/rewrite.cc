@@ -366,6 +366,19 @@ class Emitter {
         }
         return Remember(v);
       }
+      case VarKind::kSet: {  // a set of trackers: built again, in Python's own order
+        const bool frozen = v->name == "frozenset";
+        if (frozen) {
+          Emit(op::kPushNull);
+          ImportPath({"builtins"}, {"frozenset"});
+        }
+        for (const VarPtr& item : v->items) {
+          if (absl::Status s = Load(item); !s.ok()) return s;
+        }
+        Emit(op::kBuildSet, static_cast<int>(v->items.size()));
+        if (frozen) Call(1);
+        return Remember(v);
+      }
       case VarKind::kUserObject: {
         // An instance the trace made: object.__new__(cls) (its class's own
         // __new__, checked by the translator), then one STORE_ATTR per

@@ -293,6 +293,19 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     guards_.IdMatch(source, obj);
     return Var::OfKind(VarKind::kClass, obj, source);
   }
+  if (PySlice_Check(o)) {
+    // slice(start, stop, step): each bound is a value of its own (guarded
+    // where it is read), as a slice the trace builds holds them.
+    guards_.TypeMatch(source, obj);
+    VarPtr v = Var::OfKind(VarKind::kSlice, obj, source);  // the object: for `is`
+    for (const char* bound : {"start", "stop", "step"}) {
+      absl::StatusOr<VarPtr> b = Wrap(Attr(o, bound), source ? Source::Attr(source, bound) : nullptr);
+      if (!b.ok()) return b.status();
+      if (!(*b)->is_constant()) return Break(ir::GraphBreak::OTHER, "a slice whose bounds are not Python values", "");
+      v->items.push_back(*b);
+    }
+    return v;
+  }
   if (PyRange_Check(o)) {
     VarPtr v = Var::OfKind(VarKind::kRange, obj, source);
     v->start = *python::AsLong(Attr(o, "start"));
@@ -623,6 +636,10 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
                                     *std::move(meta), CurrentLocation());
   absl::StatusOr<VarPtr> out = NewVarFromResult(node, *result);
   if (out.ok() && (*out)->kind == VarKind::kTuple) (*out)->fields = ReturnFields(target, (*out)->items.size());
+  // An in-place op returns its first argument: the same tensor object.
+  if (out.ok() && (*out)->is_tensor() && (entry->tags() & ops::kInplace) && !args.empty() && args[0]->is_tensor()) {
+    (*out)->identity = args[0]->tensor_identity();
+  }
   return out;
 }
 
@@ -804,6 +821,25 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
                        "module hooks are not traced; remove them for the capture");
         }
       }
+      // nn.Module.__call__ runs self.forward: an instance attribute
+      // (m.forward = f) shadows the class's. Either way the trace depends on
+      // which one it is: m.forward is guarded (a bound method matches by
+      // function and self), so assigning or deleting one recaptures.
+      Object instance_dict = Object::Steal(PyObject_GenericGetDict(m, nullptr));
+      PyObject* own = instance_dict ? PyDict_GetItemString(instance_dict.get(), "forward") : nullptr;
+      PyErr_Clear();
+      if (own != nullptr) {
+        absl::StatusOr<VarPtr> shadow = Wrap(Object::Borrow(own), fn->source ? Source::Attr(fn->source, "forward")
+                                                                             : nullptr);
+        if (!shadow.ok()) return shadow.status();
+        if (fn->source) guards_.IdMatch((*shadow)->source, Object::Borrow(own));
+        return Call(*shadow, std::move(args), std::move(kwargs));
+      }
+      if (fn->source) {
+        Object bound = Attr(m, "forward");
+        if (!bound) return python::FetchError("reading forward");
+        guards_.IdMatch(Source::Attr(fn->source, "forward"), bound);
+      }
       Object forward = Attr(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward");
       if (!forward || !PyFunction_Check(forward.get())) {
         return Break(ir::GraphBreak::UNSUPPORTED_CALL,
@@ -830,6 +866,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
         return Var::OfKind(VarKind::kOpaque, fn->object);  // only ever raised
       }
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructContainer(fn, args, kwargs)) return *std::move(r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallStdlibFunction(fn, args, kwargs)) return *std::move(r);
       if (cls == TorchAttr("Size").get() || cls == TorchAttr("device").get() ||
           cls == reinterpret_cast<PyObject*>(&PySlice_Type)) {
         return CallReal(fn, args, kwargs);
@@ -841,6 +878,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     }
     case VarKind::kOpaque: {
       if (std::optional<absl::StatusOr<VarPtr>> r = CallTupleNew(fn, args, kwargs)) return *std::move(r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallStdlibFunction(fn, args, kwargs)) return *std::move(r);
       // The __torch_function__ override checks: the tensors we trace are plain
       // torch.Tensors (inputs are described, parameters are real ones), so
       // no override applies.
@@ -936,6 +974,8 @@ Object Translator::ClassOf(const VarPtr& v) {
       return builtin(&PySlice_Type);
     case VarKind::kRange:
       return builtin(&PyRange_Type);
+    case VarKind::kSet:
+      return builtin(v->name == "frozenset" ? &PyFrozenSet_Type : &PySet_Type);
     case VarKind::kDictView: {
       Object d = Object::Steal(PyDict_New());
       Object view = Object::Steal(PyObject_CallMethod(d.get(), v->name.c_str(), nullptr));
@@ -1030,6 +1070,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
                                                Kwargs kwargs) {
   const std::string& name = fn->name;
   if (std::optional<absl::StatusOr<VarPtr>> r = UserObjectBuiltin(name, args, kwargs)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallBuiltinKind(fn, args, kwargs)) return *std::move(r);
   auto arity = [&](size_t lo, size_t hi) -> absl::Status {
     if (args.size() < lo || args.size() > hi) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat(name, "() with ", args.size(), " arguments"),
@@ -1055,7 +1096,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
   if (name == "len") {
     if (absl::Status s = arity(1, 1); !s.ok()) return s;
     const VarPtr& v = args[0];
-    if (v->is_sequence() || v->kind == VarKind::kDict || v->kind == VarKind::kDictView) {
+    if (v->is_sequence() || v->kind == VarKind::kDict || v->kind == VarKind::kDictView || v->kind == VarKind::kSet) {
       const VarPtr& c = v->kind == VarKind::kDictView ? v->self : v;
       guards_.LengthMatch(c->source, static_cast<int64_t>(c->items.size()));
       return constant(python::FromLong(static_cast<long long>(c->items.size())));
@@ -1230,16 +1271,13 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
   }
   if (name == "set" || name == "frozenset") {
     if (absl::Status s = arity(0, 1); !s.ok()) return s;
-    Object set = Object::Steal(PySet_New(nullptr));
+    std::vector<VarPtr> items;
     if (!args.empty()) {
-      absl::StatusOr<std::vector<VarPtr>> items = Materialize(args[0]);
-      if (!items.ok()) return items.status();
-      for (const VarPtr& item : *items) {
-        if (absl::Status s = AddToSet(set, item); !s.ok()) return s;
-      }
+      absl::StatusOr<std::vector<VarPtr>> all = Materialize(args[0]);
+      if (!all.ok()) return all.status();
+      items = *std::move(all);
     }
-    if (name == "frozenset") set = Object::Steal(PyFrozenSet_New(set.get()));
-    return constant(set);
+    return BuildSet(items, name == "frozenset");
   }
   if (name == "next") {
     if (absl::Status s = arity(1, 2); !s.ok()) return s;
@@ -1420,6 +1458,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
     }
     return constant(python::None());
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallSetMethod(self, name, args, kwargs)) return *std::move(r);
   const bool is_set = self->is_constant() &&
                       (PySet_Check(self->object.get()) || PyFrozenSet_Check(self->object.get()));
   if (is_set) {
@@ -1448,7 +1487,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
           PyErr_Clear();
           return Break(ir::GraphBreak::OTHER, "set.discard of a non-constant", "");
         }
-      } else if (absl::Status s = AddToSet(self->object, item); !s.ok()) {
+      } else if (absl::Status s = AddToSet(self, item); !s.ok()) {  // may make it a kSet
         return s;
       }
     }

@@ -65,11 +65,16 @@ absl::Status Translator::DictSet(const VarPtr& dict, const VarPtr& key, const Va
 }
 
 absl::StatusOr<VarPtr> Translator::BuildDict(const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  VarPtr d = Var::Dict({}, {});
+  if (absl::Status s = UpdateDict(d, args, kwargs); !s.ok()) return s;
+  return d;
+}
+
+absl::Status Translator::UpdateDict(const VarPtr& d, const std::vector<VarPtr>& args, const Kwargs& kwargs) {
   if (args.size() > 1) {
-    return Break(ir::GraphBreak::OTHER, absl::StrCat("dict() with ", args.size(), " positional arguments"),
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("dict update with ", args.size(), " positional arguments"),
                  "the call would raise TypeError");
   }
-  VarPtr d = Var::Dict({}, {});
   if (args.size() == 1) {
     const VarPtr& arg = args[0];
     if (arg->kind == VarKind::kDict) {  // a mapping: its keys, in its order
@@ -99,14 +104,14 @@ absl::StatusOr<VarPtr> Translator::BuildDict(const std::vector<VarPtr>& args, co
         if (absl::Status s = DictSet(d, pair->items[0], pair->items[1]); !s.ok()) return s;
       }
     } else {
-      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("dict() on ", Describe(*arg)),
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("dict update from ", Describe(*arg)),
                    "dict() is traced over dicts and iterables of pairs");
     }
   }
   for (const auto& [k, v] : kwargs) {
     if (absl::Status s = DictSet(d, Var::Constant(python::FromString(k)), v); !s.ok()) return s;
   }
-  return d;
+  return absl::OkStatus();
 }
 
 std::optional<absl::StatusOr<VarPtr>> Translator::ConstructContainer(const VarPtr& cls,
@@ -130,11 +135,14 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarP
                                                                       const std::vector<VarPtr>& args,
                                                                       const Kwargs& kwargs) {
   if (self->kind != VarKind::kList && self->kind != VarKind::kDict) return std::nullopt;
-  if (!kwargs.empty() || !args.empty()) return std::nullopt;
   // A subclass read from the frame (OrderedDict, a user's list) answers
   // with its own class's methods.
   PyTypeObject* exact = self->kind == VarKind::kList ? &PyList_Type : &PyDict_Type;
   if (self->object && Py_TYPE(self->object.get()) != exact) return std::nullopt;
+  if (self->kind == VarKind::kDict && (name == "pop" || name == "update" || name == "setdefault")) {
+    return CallDictMethod(self, name, args, kwargs);
+  }
+  if (!kwargs.empty() || !args.empty()) return std::nullopt;
   if (name == "clear") {
     self->items.clear();
     self->keys.clear();
@@ -150,6 +158,117 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarP
     return absl::StatusOr<VarPtr>(copy);
   }
   return std::nullopt;
+}
+
+
+VarPtr Translator::KeysViewAsSet(const VarPtr& v) {
+  // dict_keys compares and combines (==, <=, |, &, -, ^) as the set of its
+  // keys; the keys of a dict tracker are constants, so that set is real.
+  if (v->kind != VarKind::kDictView || v->name != "keys") return v;
+  const VarPtr& d = v->self;
+  guards_.LengthMatch(d->source, static_cast<int64_t>(d->keys.size()));
+  python::Object set = python::Object::Steal(PySet_New(nullptr));
+  for (const VarPtr& k : d->keys) {
+    absl::StatusOr<python::Object> key = ToPython(k);
+    if (!key.ok() || PySet_Add(set.get(), key->get()) != 0) {
+      PyErr_Clear();
+      return v;
+    }
+  }
+  return Var::Constant(set);
+}
+
+std::optional<std::pair<VarPtr, VarPtr>> Translator::KeysViewOperands(const VarPtr& a, const VarPtr& b) {
+  auto set_like = [](const VarPtr& v) {
+    return (v->kind == VarKind::kDictView && v->name == "keys") ||
+           (v->is_constant() && (PySet_Check(v->object.get()) || PyFrozenSet_Check(v->object.get())));
+  };
+  if (!(a->kind == VarKind::kDictView || b->kind == VarKind::kDictView) || !set_like(a) || !set_like(b)) {
+    return std::nullopt;
+  }
+  VarPtr sa = KeysViewAsSet(a), sb = KeysViewAsSet(b);
+  if (!sa->is_constant() || !sb->is_constant()) return std::nullopt;
+  return std::make_pair(sa, sb);
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallDictMethod(const VarPtr& self, const std::string& name,
+                                                                 const std::vector<VarPtr>& args,
+                                                                 const Kwargs& kwargs) {
+  using R = absl::StatusOr<VarPtr>;
+  if (name == "update") {
+    if (absl::Status s = UpdateDict(self, args, kwargs); !s.ok()) return R(s);
+    return R(Var::Constant(python::None()));
+  }
+  if (!kwargs.empty() || args.empty() || args.size() > 2) {
+    return R(Break(ir::GraphBreak::OTHER, absl::StrCat("dict.", name, "() with ", args.size(), " arguments"),
+                   "the call would raise TypeError"));
+  }
+  if (!args[0]->is_constant()) {
+    return R(Break(ir::GraphBreak::OTHER, absl::StrCat("a dict key that is a ", Describe(*args[0])),
+                   "dicts are traced with constant keys"));
+  }
+  guards_.LengthMatch(self->source, static_cast<int64_t>(self->keys.size()));
+  for (size_t k = 0; k < self->keys.size(); ++k) {
+    absl::StatusOr<VarPtr> eq = Compare("==", self->keys[k], args[0]);
+    if (!eq.ok()) return R(eq.status());
+    if ((*eq)->object.get() != Py_True) continue;
+    VarPtr value = self->items[k];
+    if (name == "pop") {
+      self->keys.erase(self->keys.begin() + static_cast<std::ptrdiff_t>(k));
+      self->items.erase(self->items.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    return R(value);
+  }
+  // Missing: pop's default (or KeyError); setdefault inserts its default.
+  VarPtr fallback = args.size() == 2 ? args[1] : nullptr;
+  if (name == "pop") {
+    if (fallback) return R(fallback);
+    return R(Break(ir::GraphBreak::OTHER, absl::StrCat("dict.pop() of missing key ", Describe(*args[0])),
+                   "the function would raise KeyError"));
+  }
+  if (!fallback) fallback = Var::Constant(python::None());
+  if (absl::Status s = DictSet(self, args[0], fallback); !s.ok()) return R(s);
+  return R(fallback);
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                               const Kwargs& kwargs) {
+  // dict.fromkeys / OrderedDict.fromkeys: a classmethod, bound anew on each
+  // read, so known by its owner.
+  if (!fn->object || !PyCFunction_Check(fn->object.get())) return std::nullopt;
+  PyObject* owner = PyCFunction_GET_SELF(fn->object.get());
+  if (owner == nullptr || !PyType_Check(owner) ||
+      absl::string_view(reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name) != "fromkeys") {
+    return std::nullopt;
+  }
+  static PyObject* const ordered_dict = [] {  // leaked: lives as long as collections
+    absl::StatusOr<python::Object> m = python::Import("collections");
+    absl::StatusOr<python::Object> c = m.ok() ? python::GetAttr(*m, "OrderedDict") : m.status();
+    if (!c.ok()) PyErr_Clear();
+    return c.ok() ? c->release() : nullptr;
+  }();
+  if (owner != reinterpret_cast<PyObject*>(&PyDict_Type) && owner != ordered_dict) return std::nullopt;
+  VarPtr value = args.size() == 2 ? args[1] : Var::Constant(python::None());
+  for (const auto& [k, v] : kwargs) {
+    if (k != "value" || args.size() == 2) {
+      return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER, absl::StrCat("fromkeys() with keyword '", k, "'"),
+                                          "the call would raise TypeError"));
+    }
+    value = v;
+  }
+  if (args.empty() || args.size() > 2) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER, absl::StrCat("fromkeys() with ", args.size(), " arguments"),
+                                        "the call would raise TypeError"));
+  }
+  // Every key maps to the one value object, in the iterable's order.
+  absl::StatusOr<std::vector<VarPtr>> keys = Materialize(args[0]);
+  if (!keys.ok()) return absl::StatusOr<VarPtr>(keys.status());
+  VarPtr d = Var::Dict({}, {});
+  if (owner == ordered_dict) d->dict_class = python::Object::Borrow(owner);
+  for (const VarPtr& k : *keys) {
+    if (absl::Status s = DictSet(d, k, value); !s.ok()) return absl::StatusOr<VarPtr>(s);
+  }
+  return absl::StatusOr<VarPtr>(d);
 }
 
 }  // namespace dynamo::trace

@@ -178,6 +178,11 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn
     return absl::StatusOr<VarPtr>(MakeChainFromIterable(*source));
   }
 
+  if (Is(fn, "itertools", "product") || Is(fn, "itertools", "combinations")) {
+    guards_.IdMatch(fn->source, fn->object);
+    return Combinatoric(Is(fn, "itertools", "product"), args, kwargs);
+  }
+
   if (Is(fn, "itertools", "islice")) {
     if (!kwargs.empty() || args.size() < 2 || args.size() > 4) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat("itertools.islice() with ", args.size(), " arguments"),
@@ -200,6 +205,89 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn
     return absl::StatusOr<VarPtr>(MakeIslice(*it, *start, *stop, *step));
   }
   return std::nullopt;
+}
+
+absl::StatusOr<VarPtr> Translator::Combinatoric(bool product, const std::vector<VarPtr>& args,
+                                                const Kwargs& kwargs) {
+  // Both take their iterables whole when they are made (product's pools,
+  // combinations' pool are tuples), so the tuples they yield are fixed
+  // then; an iterator over them is what they are.
+  int64_t r = -1;
+  size_t n_pools = args.size();
+  if (product) {
+    r = 1;
+    for (const auto& [k, v] : kwargs) {
+      absl::StatusOr<int64_t> n = k == "repeat" ? AsInt(v) : absl::InvalidArgumentError(k);
+      if (!n.ok() || *n < 0) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("itertools.product() with keyword '", k, "'"),
+                     "the call would raise TypeError or ValueError");
+      }
+      r = *n;
+    }
+  } else {
+    if (!kwargs.empty() || args.size() != 2) {
+      return Break(ir::GraphBreak::OTHER, "itertools.combinations() takes (iterable, r)",
+                   "the call would raise TypeError");
+    }
+    absl::StatusOr<int64_t> n = AsInt(args[1]);
+    if (!n.ok() || *n < 0) {
+      return Break(ir::GraphBreak::OTHER, "itertools.combinations() with r that is not an int >= 0",
+                   "the call would raise TypeError or ValueError");
+    }
+    r = *n;
+    n_pools = 1;
+  }
+  std::vector<std::vector<VarPtr>> pools;
+  for (size_t i = 0; i < n_pools; ++i) {
+    absl::StatusOr<std::vector<VarPtr>> items = Materialize(args[i]);
+    if (!items.ok()) return items.status();
+    pools.push_back(*std::move(items));
+  }
+  constexpr size_t kMaxItems = 100000;  // loops over them are unrolled
+  std::vector<VarPtr> out;
+  if (product) {
+    std::vector<std::vector<VarPtr>> all;
+    for (int64_t k = 0; k < r; ++k) all.insert(all.end(), pools.begin(), pools.end());
+    std::vector<std::vector<VarPtr>> rows = {{}};
+    for (const auto& pool : all) {
+      std::vector<std::vector<VarPtr>> next;
+      for (const auto& row : rows) {
+        for (const VarPtr& item : pool) {
+          next.push_back(row);
+          next.back().push_back(item);
+          if (next.size() > kMaxItems) {
+            return Break(ir::GraphBreak::OTHER, "itertools.product() of more than 100,000 tuples",
+                         "loops are unrolled; use a tensor operation instead");
+          }
+        }
+      }
+      rows = std::move(next);
+    }
+    for (auto& row : rows) out.push_back(Var::Tuple(std::move(row)));
+  } else {
+    const std::vector<VarPtr>& pool = pools[0];
+    const size_t n = pool.size(), k = static_cast<size_t>(r);
+    if (k <= n) {
+      // Lexicographic order of positions, as CPython yields them.
+      std::vector<size_t> idx(k);
+      for (size_t i = 0; i < k; ++i) idx[i] = i;
+      for (;;) {
+        std::vector<VarPtr> row;
+        for (size_t i : idx) row.push_back(pool[i]);
+        out.push_back(Var::Tuple(std::move(row)));
+        if (out.size() > kMaxItems) {
+          return Break(ir::GraphBreak::OTHER, "itertools.combinations() of more than 100,000 tuples",
+                       "loops are unrolled; use a tensor operation instead");
+        }
+        size_t i = k;
+        while (i > 0 && idx[i - 1] == i - 1 + n - k) --i;
+        if (i == 0) break;
+        ++idx[i - 1];
+        for (size_t j = i; j < k; ++j) idx[j] = idx[j - 1] + 1;
+      }
+    }
+  }
+  return Var::Iterator(std::move(out));
 }
 
 std::optional<absl::StatusOr<VarPtr>> Translator::WrapPartial(const Object& obj, const SourcePtr& source) {

@@ -345,6 +345,8 @@ absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
     case VarKind::kDictView:
       guards_.LengthMatch(v->self->source, static_cast<int64_t>(v->self->items.size()));
       return !v->self->items.empty();
+    case VarKind::kSet:
+      return !v->items.empty();
     case VarKind::kRange:
       return (v->step > 0 && v->start < v->stop) || (v->step < 0 && v->start > v->stop);
     case VarKind::kNNModule: {
@@ -663,17 +665,7 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
     case op::kIsOp: {
       POP_OR_RETURN(b);
       POP_OR_RETURN(a);
-      bool same;
-      if (a->kind == VarKind::kTensor || b->kind == VarKind::kTensor) {
-        same = a->kind == b->kind && a->node == b->node;
-      } else if (a->object && b->object) {
-        same = a->object.get() == b->object.get();
-        // Identity between two values read from the frame is a fact of the
-        // inputs (None and the like are pinned by their own guards).
-        if (a->source && b->source) guards_.Aliasing({a->source, b->source}, {a->object.get(), b->object.get()});
-      } else {
-        same = a == b;
-      }
+      ASSIGN_OR_RETURN(same, Identical(a, b));
       push(Var::Constant(python::FromBool(same != (in.arg == 1))));
       return absl::OkStatus();
     }
@@ -815,19 +807,16 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
       // A set of constants is a real Python set the trace owns: it iterates
       // in Python's own (hash) order, which a tracker could not reproduce.
       ASSIGN_OR_RETURN(items, PopN(f, static_cast<size_t>(in.arg)));
-      python::Object set = python::Object::Steal(PySet_New(nullptr));
-      for (const VarPtr& item : items) {
-        absl::Status added = AddToSet(set, item);
-        if (!added.ok()) return added;
-      }
-      push(Var::Constant(set));
+      ASSIGN_OR_RETURN(set, BuildSet(items, /*frozen=*/false));
+      push(std::move(set));
       return absl::OkStatus();
     }
     case op::kSetAdd:
     case op::kSetUpdate: {
       POP_OR_RETURN(v);
       VarPtr& target = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-      if (!target->is_constant() || !PySet_Check(target->object.get()) || target->source) {
+      if (!(target->is_constant() && PySet_Check(target->object.get()) && !target->source) &&
+          target->kind != VarKind::kSet) {
         return absl::InternalError("SET_ADD/SET_UPDATE without a set made by the trace");
       }
       std::vector<VarPtr> items = {v};
@@ -836,7 +825,7 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
         items = all;
       }
       for (const VarPtr& item : items) {
-        absl::Status added = AddToSet(target->object, item);
+        absl::Status added = AddToSet(target, item);
         if (!added.ok()) return added;
       }
       return absl::OkStatus();
@@ -1203,6 +1192,24 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
     if (!fn.ok()) return fn.status();
     return CallReal(Var::Constant(*fn), {Var::Constant(*ToPython(a)), Var::Constant(*ToPython(b))}, {});
   }
+  if (name == "or_" || name == "and_" || name == "sub" || name == "xor") {
+    if (std::optional<std::pair<VarPtr, VarPtr>> sets = KeysViewOperands(a, b)) {
+      return BinaryOp(nb_op, sets->first, sets->second);
+    }
+  }
+  // A tuple literal (a LOAD_CONST) joins a tuple of trackers item by item.
+  auto lift = [](const VarPtr& v) {
+    if (!v->is_constant() || !PyTuple_CheckExact(v->object.get())) return v;
+    std::vector<VarPtr> items;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v->object.get()); ++i) {
+      items.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(v->object.get(), i))));
+    }
+    return Var::Tuple(std::move(items));
+  };
+  if ((a->kind == VarKind::kTuple || b->kind == VarKind::kTuple) && (name == "add" || name == "iadd")) {
+    VarPtr la = lift(a), lb = lift(b);
+    if (la->is_sequence() && lb->is_sequence() && (la != a || lb != b)) return BinaryOp(nb_op, la, lb);
+  }
   if (a->is_sequence() && b->is_sequence() && (name == "add" || name == "iadd")) {
     if (a->kind != b->kind) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat("'", name, "' between ", Describe(*a), " and ", Describe(*b)),
@@ -1267,6 +1274,9 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
     return Var::Constant(python::FromBool((a->device == b->device) == (op == "==")));
   }
   if (a->kind == VarKind::kUserObject || b->kind == VarKind::kUserObject) return UserObjectCompare(op, a, b);
+  if (std::optional<std::pair<VarPtr, VarPtr>> sets = KeysViewOperands(a, b)) {
+    return Compare(op, sets->first, sets->second);
+  }
   absl::StatusOr<python::Object> lhs = ToPython(a);
   absl::StatusOr<python::Object> rhs = lhs.ok() ? ToPython(b) : lhs.status();
   if (!rhs.ok()) {
@@ -1331,6 +1341,20 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
     return Break(ir::GraphBreak::OTHER, absl::StrCat("key ", Describe(*index), " is missing"),
                  "the function would raise KeyError");
   }
+  if (obj->kind == VarKind::kClass && !(PyType_GetFlags(reinterpret_cast<PyTypeObject*>(obj->object.get())) &
+                                        Py_TPFLAGS_HEAPTYPE)) {
+    // list[int], dict[str, Any]: a builtin class's __class_getitem__ makes
+    // a types.GenericAlias of the values, and runs nothing else.
+    absl::StatusOr<python::Object> key = ToPython(index);
+    if (!key.ok()) return key.status();
+    python::Object alias = python::Object::Steal(PyObject_GetItem(obj->object.get(), key->get()));
+    if (!alias) {
+      absl::Status error = python::FetchError("");
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("subscript of ", Describe(*obj), " raises ", error.message()),
+                   "the function would raise here");
+    }
+    return Wrap(alias, nullptr);
+  }
   if (obj->kind == VarKind::kRange) {
     absl::StatusOr<int64_t> i = AsInt(index);
     if (!i.ok()) return i.status();
@@ -1381,6 +1405,8 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
     }
     case VarKind::kGenerator:
       return DrainGenerator(v);
+    case VarKind::kSet:
+      return SetMembers(v);
     case VarKind::kIterator: {
       std::vector<VarPtr> rest;
       while (true) {
@@ -1510,6 +1536,8 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
     }
     return r == 1;
   }
+  if (container->kind == VarKind::kSet) return SetContains(container, item);
+  if (std::optional<absl::StatusOr<bool>> r = ContainsInRealSet(container, item)) return *std::move(r);
   std::vector<VarPtr> candidates;
   switch (container->kind) {
     case VarKind::kDict: {
@@ -1557,7 +1585,8 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
   }
   // x in seq: any(x is e or x == e for e in seq).
   for (const VarPtr& candidate : candidates) {
-    if (candidate == item || (candidate->is_tensor() && item->is_tensor() && candidate->node == item->node) ||
+    if (candidate == item ||
+        (candidate->is_tensor() && item->is_tensor() && candidate->tensor_identity() == item->tensor_identity()) ||
         (!candidate->is_tensor() && !item->is_tensor() && candidate->object && item->object &&
          candidate->object.get() == item->object.get())) {
       return true;
@@ -1573,16 +1602,6 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
     if (*truth) return true;
   }
   return false;
-}
-
-absl::Status Translator::AddToSet(const python::Object& set, const VarPtr& item) {
-  absl::StatusOr<python::Object> value = ToPython(item);
-  if (!value.ok()) {
-    return Break(ir::GraphBreak::OTHER, absl::StrCat("a set holding ", Describe(*item)),
-                 "sets are traced when they hold Python constants; use a list for tensors");
-  }
-  if (PySet_Add(set.get(), value->get()) != 0) return python::FetchError("set add");
-  return absl::OkStatus();
 }
 
 absl::Status Translator::SetGradMode(bool enabled) {

@@ -130,6 +130,8 @@ class Translator {
   // partial. Nothing when `fn` is none of those.
   std::optional<absl::StatusOr<VarPtr>> CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
                                                       Kwargs& kwargs);
+  // itertools.product(*its, repeat=n) and itertools.combinations(it, r).
+  absl::StatusOr<VarPtr> Combinatoric(bool product, const std::vector<VarPtr>& args, const Kwargs& kwargs);
   // A real functools.partial read from `source`: a kPartial tracker whose
   // function, args and keywords are guarded. Nothing for any other object.
   std::optional<absl::StatusOr<VarPtr>> WrapPartial(const python::Object& obj, const SourcePtr& source);
@@ -141,6 +143,20 @@ class Translator {
   absl::Status DictSet(const VarPtr& dict, const VarPtr& key, const VarPtr& value);
   // dict(arg, **kwargs).
   absl::StatusOr<VarPtr> BuildDict(const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // d.update(arg, **kwargs) on a dict tracker (dict_update_arg's order).
+  absl::Status UpdateDict(const VarPtr& d, const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // A dict's keys view as a real set of its (constant) keys, for the set
+  // comparisons and operators the view supports; `v` itself otherwise.
+  VarPtr KeysViewAsSet(const VarPtr& v);
+  // Both operands as sets, when one is a keys view and the other a keys
+  // view or a set; nothing otherwise.
+  std::optional<std::pair<VarPtr, VarPtr>> KeysViewOperands(const VarPtr& a, const VarPtr& b);
+  // d.pop(), d.update(), d.setdefault() (mutation recorded by the caller).
+  std::optional<absl::StatusOr<VarPtr>> CallDictMethod(const VarPtr& self, const std::string& name,
+                                                       const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // dict.fromkeys / OrderedDict.fromkeys; nothing for other callables.
+  std::optional<absl::StatusOr<VarPtr>> DictFromKeys(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                     const Kwargs& kwargs);
   // collections.OrderedDict(...) (the class `fn` is guarded by identity);
   // nothing for other classes.
   std::optional<absl::StatusOr<VarPtr>> ConstructContainer(const VarPtr& cls, const std::vector<VarPtr>& args,
@@ -150,6 +166,42 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> CallContainerMethod(const VarPtr& self, const std::string& name,
                                                             const std::vector<VarPtr>& args,
                                                             const Kwargs& kwargs);
+
+  // --- sets and frozensets (sets.cc) ---
+  // How a set finds a member: tensors and objects by identity, constants
+  // by hash and ==.
+  struct SetMember {
+    enum How { kIdentity, kValue } how;
+    python::Object value;  // kValue: the constant; kIdentity: the object (empty for a tensor)
+  };
+  absl::StatusOr<SetMember> AsSetMember(const VarPtr& item);
+  absl::StatusOr<bool> SameSetMember(const VarPtr& a, const VarPtr& b);
+  // Adds to a set the trace made: a real set of constants stays one; the
+  // first member that is not a constant turns it into a kSet in place.
+  absl::Status AddToSet(const VarPtr& set, const VarPtr& item);
+  absl::StatusOr<VarPtr> BuildSet(const std::vector<VarPtr>& items, bool frozen);
+  absl::StatusOr<bool> SetContains(const VarPtr& set, const VarPtr& item);
+  // A kSet's members in iteration order: known only with at most one.
+  absl::StatusOr<std::vector<VarPtr>> SetMembers(const VarPtr& set);
+  // `item in frozenset` for a frozenset read from the frame; nothing for
+  // other containers.
+  std::optional<absl::StatusOr<bool>> ContainsInRealSet(const VarPtr& container, const VarPtr& item);
+  // Methods of a kSet; nothing for other receivers.
+  std::optional<absl::StatusOr<VarPtr>> CallSetMethod(const VarPtr& self, const std::string& name,
+                                                      const std::vector<VarPtr>& args, const Kwargs& kwargs);
+
+  // --- builtins and the operator module (builtins.cc) ---
+  // `a is b`, as IS_OP answers it (tensors by the object they are).
+  absl::StatusOr<bool> Identical(const VarPtr& a, const VarPtr& b);
+  // Builtins whose CPython semantics calls.cc's general path misses;
+  // nothing: proceed there.
+  std::optional<absl::StatusOr<VarPtr>> CallBuiltinKind(const VarPtr& fn, std::vector<VarPtr>& args, Kwargs& kwargs);
+  absl::StatusOr<VarPtr> ZipStrict(const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  absl::StatusOr<VarPtr> Sorted(const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // C functions of the standard library (operator.*, sys.intern, pow) and
+  // torch.iinfo/finfo; nothing for anything else.
+  std::optional<absl::StatusOr<VarPtr>> CallStdlibFunction(const VarPtr& fn, std::vector<VarPtr>& args,
+                                                           Kwargs& kwargs);
 
   // --- Tensor.new and Tensor.type (tensor_legacy.cc) ---
   // Nothing when the call is not one of those forms (it then reaches the
@@ -248,8 +300,6 @@ class Translator {
   absl::StatusOr<ir::Argument> ToArgument(const VarPtr& v);
   absl::StatusOr<VarPtr> NewVarFromResult(const std::string& node, const ops::Value& value);
   absl::Status SetGradMode(bool enabled);
-  // Adds a constant to a set the trace made (a tensor or object is a break).
-  absl::Status AddToSet(const python::Object& set, const VarPtr& item);
 
   // Mutations of Python state (see SideEffect): recorded, replayed by the
   // rewritten code, and visible to the rest of the trace.

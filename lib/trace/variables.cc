@@ -95,6 +95,7 @@ std::string Describe(const Var& var) {
     case VarKind::kDictView: return absl::StrCat("dict_", var.name, " view");
     case VarKind::kOpaque: return absl::StrCat("object of type ", python::TypeName(var.object));
     case VarKind::kUserObject: return absl::StrCat("new ", python::TypeName(var.object), " object");
+    case VarKind::kSet: return absl::StrCat(var.name, " of ", var.items.size());
   }
   return "?";
 }

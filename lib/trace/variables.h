@@ -48,6 +48,9 @@ enum class VarKind {
   kPartial,       // functools.partial: `self` the function, `defaults` its args (kTuple),
                   // `kwdefaults` its keywords (kDict) (functools.cc)
   kUserObject,    // an instance of a plain Python class made during the trace (user_objects.cc)
+  kSet,           // a set or frozenset (`name`) made during the trace holding a tracker that is
+                  // not a Python constant: `items` its distinct members in insertion order
+                  // (sets.cc); a set of constants stays a real set (kConstant)
 };
 
 struct Var;
@@ -61,6 +64,9 @@ struct Var {
 
   // kTensor
   std::string node;       // the graph node (or placeholder) producing it
+  // The node of the tensor object it is, when that is not `node`: an
+  // in-place op (x.add_(1), x += 1) returns its first argument itself.
+  std::string identity;
   ops::TensorMeta meta;
   // kTensor read from a real tensor: its class (nn.Parameter, a subclass);
   // empty: torch.Tensor, what every op the registry knows returns.
@@ -126,6 +132,8 @@ struct Var {
   bool is_tensor() const { return kind == VarKind::kTensor; }
   bool is_sequence() const { return kind == VarKind::kTuple || kind == VarKind::kList; }
   bool is_none() const;
+  // kTensor: which tensor object it is (see `identity`).
+  const std::string& tensor_identity() const { return identity.empty() ? node : identity; }
 };
 
 // "tensor float32[2, 3]", "constant 3", "list of 2" — for messages.

@@ -131,6 +131,139 @@ def legacy_tensor_types():
     return check("FloatTensor", f, [(X,), (X.double(),)])
 
 
+
+@minimal
+def inplace_result_identity():
+    # x.add_(1) returns x itself: `is`, `in` and set membership see one object.
+    def f(x):
+        x = x.clone()
+        y = x.add_(1)
+        z = x.mul_(2)
+        return x + 1, y is x, z is y, len({x, y, z}), y in [x], operator.is_(z, x)
+    return check("inplace identity", f, [(torch.ones(3),)])
+
+
+@minimal
+def sets_holding_tensors():
+    def build(x, y):
+        s = {x, y}
+        t = set([x])
+        t.add(y)
+        t.add(x)
+        t.discard(y)
+        u = frozenset([x, 1, "a"])
+        return x * len(s), x in t, y in t, len(t), 1 in u, y in u, bool(set()), len({x, x})
+
+    def aliasing(a, b, c):
+        return a + len({a, b, c})
+
+    def escape(x, y):
+        s = {x, 3}
+        s.add(y)
+        return s
+
+    def one(x):
+        s = {x}
+        return s.pop() + 1, [v + 1 for v in {x}]
+    a, b = torch.ones(2), torch.zeros(2)
+    ok = check("set of tensors", build, [(a, b), (a, a)])
+    ok &= check("set aliasing", aliasing, [(a, b, X), (b, a, X), (a, a, a), (b, b, b)], expect_graphs=2)
+    ok &= check("set pop of one", one, [(a,)])
+    counter = Counter()
+    opt = dynamo.optimize(counter)(escape)
+    got = opt(a, b)
+    if not (isinstance(got, set) and len(got) == 3 and any(v is a for v in got) and any(v is b for v in got)):
+        FAILURES.append(f"set escape: {got!r}")
+        ok = False
+    return ok
+
+
+@minimal
+def set_iteration_order_is_not_guessed():
+    # Two tensors in a set iterate in address order: eager's, never a guess.
+    def f(x, y):
+        return [v - 1 for v in {x, y}][0]
+    a, b = torch.ones(2), torch.zeros(2)
+    return check("set order", f, [(a, b), (b, a)])
+
+
+@minimal
+def tuple_and_dict_constructs():
+    def tuples(x):
+        t = (x, x + 1)
+        t = () + t + ()
+        u = (None,) + t
+        t += (2, 3)
+        return t, u[1] + 1, t + (x.shape[0],)
+
+    def dict_methods(x, y):
+        d = {"a": x, "b": y}
+        v = d.pop("b") + d.pop("missing", 4)
+        d.update({"c": x + 1}, e=y)
+        d.update([("f", y), ["g", x]])
+        d.update(zip("hi", [x, y]))
+        w = d.setdefault("a", None) + d.setdefault("z", 5)
+        e = dict.fromkeys(["k", "l"], x)
+        o = collections.OrderedDict.fromkeys(("m", "n"))
+        return v, w, list(d.keys()), e["k"] + e["l"], list(o.items())
+
+    def views(a, b):
+        total = torch.zeros(1)
+        for k in sorted(a.keys() | b.keys()):
+            total = total + (a[k] if k in a else b[k])
+        return total, a.keys() == b.keys(), sorted(a.keys() & b.keys()), sorted(a.keys() - b.keys()), \
+            a.keys() <= {"p", "q", "r"}
+    v1, v2 = torch.ones(1), torch.ones(1) * 2
+    return (check("tuple add", tuples, [(X,)]) & check("dict methods", dict_methods, [(X, X * 2)]) &
+            check("keys views", views, [({"p": v1, "q": v2}, {"q": v1, "r": v2}), ({"p": v1}, {"p": v2})]))
+
+
+@minimal
+def builtins_and_operator():
+    def f(x, lst, idx):
+        y = [("john", "A", 8), ("jane", "B", 5), ("dave", "B", 10)]
+        m = min(iter(lst)) + max(tuple(lst)) + min(*lst)
+        s = sorted(y, key=lambda r: r[2], reverse=True)
+        return (x + m + pow(2, 3) + pow(x, 2), s, sorted(y), lst[idx], sys.intern("ab" + "c"),
+                operator.is_(-10, x), operator.is_not(x, x), operator.truth(3), list(map(operator.pos, range(-2, 2))),
+                tuple(map(operator.length_hint, [(1, 2), ()])), list[int], torch.iinfo(torch.int32).bits,
+                torch.finfo(x.dtype).eps * x)
+
+    def g(x, fn):
+        return x + 1 if fn in frozenset([torch.add, torch.sub]) else x - 1
+
+    def h(x):
+        return "h" in str(h), x + 1
+
+    def products(a, b):
+        v = a
+        for p, i in itertools.product([a, b], [1, 2]):
+            v = v + p * i
+        return v, list(itertools.combinations((1, 2, 3, 4), 2)), list(itertools.product("ab", repeat=2)), \
+            list(itertools.combinations([a, b], 3))
+    return (check("builtins", f, [(X, [3, 1, 2], slice(0, 2)), (X, [3, 1, 2], slice(1, None, 1)), (X, [5, 4], 1)]) &
+            check("frozenset in", g, [(X, torch.add), (X, torch.mul)]) & check("str of function", h, [(X,)]) &
+            check("itertools", products, [(X, X + 1)]))
+
+
+@minimal
+def calls_python_rejects():
+    # CPython raises: the optimized function must raise the same.
+    def kw(x):
+        return x + 1 if isinstance(x, torch.Tensor, invalid=True) else x
+
+    def strict(x, ys, zs):
+        for y, z in zip(ys, zs, strict=True):
+            x = x + y * z
+        return x
+
+    def missing(x):
+        d = {"a": x}
+        return d.pop("b")
+    return (check("no keywords", kw, [(X,)]) & check("zip strict", strict, [(X, [1.0, 2.0], [3.0, 4.0]),
+                                                                            (X, [1.0], [3.0, 4.0])]) &
+            check("dict pop missing", missing, [(X,)]))
+
 @minimal
 def stdlib_functional_helpers():
     def f(x, y):
@@ -515,6 +648,40 @@ def iterators_and_in_place_lists():
                                 f"optimized {o!r:.100} {len(state_o)} items")
                 ok = False
                 break
+    return ok
+
+
+@minimal
+def instance_forward_override():
+    """nn.Module.__call__ runs self.forward: an instance attribute shadows
+    the class's forward, and setting one later recaptures."""
+    class Inner(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x) * 2
+    ok = True
+    shadowed = Outer()
+    shadowed.inner.forward = lambda x: x - 100
+    ok &= check("instance forward of a submodule", lambda x: shadowed(x), [(X,), (X,)], expect_graphs=1)
+    ok &= check("instance forward of an argument", lambda m, x: m(x), [(shadowed.inner, X)])
+    later = Outer()
+    counter = Counter()
+    opt = dynamo.optimize(counter)(lambda x: later(x))
+    r1 = opt(X)
+    later.inner.forward = lambda x: x * 10
+    r2 = opt(X)
+    del later.inner.forward
+    r3 = opt(X)
+    if not (same(r1, (X + 1) * 2) and same(r2, X * 20) and same(r3, (X + 1) * 2) and counter.graphs == 2):
+        FAILURES.append(f"forward set on the instance after a capture: {r1} {r2} {r3}, {counter.graphs} graphs")
+        ok = False
     return ok
 
 
