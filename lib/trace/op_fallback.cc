@@ -79,8 +79,12 @@ std::pair<ir::GraphBreak::Reason, std::string> Classify(const std::string& targe
     return {ir::GraphBreak::DATA_DEPENDENT_SHAPE,
             absl::StrCat(target, " has an output size that depends on tensor values (", error, ")")};
   }
-  if (absl::StrContains(error, "item() cannot be called on meta") || absl::StrContains(error, "no data!")) {
+  if (absl::StrContains(error, "item() cannot be called on meta")) {
     return {ir::GraphBreak::DATA_DEPENDENT_BRANCH, absl::StrCat(target, " reads the tensor's values")};
+  }
+  if (absl::StrContains(error, "no data!")) {  // Tensor.tolist, Tensor.cpu of a meta tensor
+    return {ir::GraphBreak::DATA_DEPENDENT_BRANCH,
+            absl::StrCat(target, " needs the tensor's data (it reads values or copies them to another device)")};
   }
   if (absl::StrContains(error, "no fake impl or Meta kernel") || absl::StrContains(error, "raises unimplemented")) {
     return {ir::GraphBreak::UNKNOWN_OP,
