@@ -438,12 +438,14 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
     Object version = Attr(t.meta.get(), "_version");
     if (version && t.version && PyObject_RichCompareBool(version.get(), t.version.get(), Py_NE) == 1) {
       call.mutates_input = true;
-      absl::StatusOr<ops::TensorMeta> after = TensorMetaOf(t.meta.get(), inputs);
-      if (!after.ok() || after->sizes != t.before.sizes || after->dtype != t.before.dtype ||
-          after->requires_grad != t.before.requires_grad ||
-          (t.before.has_strides() && after->strides != t.before.strides)) {
-        call.changes_input_metadata = true;
-      }
+    }
+    // Every input, moved version or not: requires_grad_() and detach_()
+    // change metadata without a version bump.
+    absl::StatusOr<ops::TensorMeta> after = TensorMetaOf(t.meta.get(), inputs);
+    if (!after.ok() || after->sizes != t.before.sizes || after->dtype != t.before.dtype ||
+        after->requires_grad != t.before.requires_grad ||
+        (t.before.has_strides() && after->strides != t.before.strides)) {
+      call.mutates_input = call.changes_input_metadata = true;
     }
     PyErr_Clear();
   }

@@ -475,7 +475,13 @@ def issue15_ops_without_registry_entry():
     def data_dependent(x, t):
         return torch.bincount(t), x.sum() + torch.equal(x, x), torch.masked_select(x, x > 0)
 
-    ok = check("fallback_nn_linalg", nn_linalg, [(torch.randn(3, 4), torch.tensor([0, 3, 1]), torch.randn(4))],
+    def requires_grad_in_place(x):
+        y = x * 2
+        y.requires_grad_()  # no version bump: the trace's y would keep requires_grad False
+        return (y + 1 if y.requires_grad else y - 1).detach()
+
+    ok = check("fallback_requires_grad_", requires_grad_in_place, [(torch.ones(3),)])
+    ok &= check("fallback_nn_linalg", nn_linalg, [(torch.randn(3, 4), torch.tensor([0, 3, 1]), torch.randn(4))],
                expect_graphs=1)
     opt_in_place = dynamo.optimize("eager")(in_place)
     for _ in range(2):
