@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
@@ -24,9 +25,14 @@ namespace {
 using python::Object;
 
 struct Entry {
-  // The callback whose capture this is. Strong: a borrowed key could match a
-  // new callback allocated at a dead one's address.
-  Object owner;
+  explicit Entry(guards::GuardEvaluator g) : guards(std::move(g)) {}
+
+  // The callback whose capture this is, by address. Not a reference: every
+  // entry of a callback goes when it dies (see Owner), before its address can
+  // be reused, so an optimize() context that is dropped takes its captures
+  // with it. A callback that cannot be weakly referenced is held instead.
+  PyObject* owner = nullptr;
+  Object owner_held;
   guards::GuardEvaluator guards;
   Object code;                // the rewritten code; empty: run the original
   Object function;            // prebuilt for codes without a closure
@@ -36,18 +42,40 @@ struct Entry {
   std::vector<int> slots;
   std::vector<int> outputs;
   bool tuple = false;
+  // What the callback installed in the function's globals for this capture
+  // (the compiled graph, resume functions): dropping it removes them.
+  Object installed;
+  // Whether its guards ever held on a later call (see CodeState::churned).
+  mutable bool hit = false;
 };
 
 // Everything the evaluator keeps about one code object, in its co_extra slot.
 // Entries are shared so that one being run stays alive when a recursive call
 // adds to the list or a reset() inside the graph clears it.
 struct CodeState {
+  uint64_t serial = 0;  // tells this state from a later one at the same address
   bool skip = false;  // always run as it is
   bool warned = false;
   std::vector<std::string> names;  // localsplus names
   std::vector<bool> cells;
   std::vector<std::shared_ptr<const Entry>> entries;
+  // Per callback, entries dropped because an object their guards identify
+  // died: `churned` those that never held on a later call (objects made and
+  // dropped per call: a fresh GraphModule, a module built inside the call),
+  // which count towards the cache size limit as if they were still there --
+  // the number of captures is what it would be if nothing died, only the
+  // memory goes; `all` of them count towards kAccumulatedLimit.
+  struct Dropped {
+    size_t churned = 0;
+    size_t all = 0;
+  };
+  absl::flat_hash_map<PyObject*, Dropped> dropped;
 };
+
+// How many captures one callback may make of one code object, counting
+// entries dropped when their objects died (torch._dynamo's
+// accumulated_cache_size_limit); at least the cache size limit.
+constexpr size_t kAccumulatedLimit = 256;
 
 // Lifetime of a CodeState, in one place: StateOf creates it and hands it to
 // the code object's co_extra slot, which owns it; FreeState (the slot's free
@@ -55,6 +83,16 @@ struct CodeState {
 // `live_states` (what ResetCaches walks) loses it there too.
 Py_ssize_t extra_index = -1;
 absl::flat_hash_set<CodeState*>* live_states = nullptr;
+uint64_t next_serial = 1;
+
+// Where a callback's entries are, so that they go when it dies: a weak
+// reference to the callback whose own callback is OwnerDied, and the states
+// (by address and serial) that hold entries of it.
+struct Owner {
+  Object watch;
+  absl::flat_hash_map<CodeState*, uint64_t> states;
+};
+absl::flat_hash_map<PyObject*, Owner>* owners = nullptr;  // by callback address
 thread_local PyObject* callback = nullptr;      // strong reference while set
 thread_local size_t cache_limit = 8;
 size_t hits = 0, misses = 0, direct_hits = 0;
@@ -164,10 +202,96 @@ void FreeState(void* p) {
   if (p == nullptr) return;
   auto* state = static_cast<CodeState*>(p);
   live_states->erase(state);
+  for (const auto& e : state->entries) {
+    if (auto it = owners->find(e->owner); it != owners->end()) it->second.states.erase(state);
+  }
   // Dropping the entries may run Python (a backend's compiled graph dies);
   // by then the state is gone from every list.
   std::vector<std::shared_ptr<const Entry>> dying = std::move(state->entries);
   delete state;
+}
+
+// The state at `s` if it is still the one numbered `serial`.
+CodeState* LiveState(CodeState* s, uint64_t serial) {
+  return live_states->contains(s) && s->serial == serial ? s : nullptr;
+}
+
+// Moves the entries of `state` that `drop` picks into `out`: the caller drops
+// them once it is done with its lists, since dropping one may run Python
+// (a compiled graph, a module dies) that reaches these lists again.
+template <typename Pred>
+void TakeEntries(CodeState* state, Pred drop, std::vector<std::shared_ptr<const Entry>>* out) {
+  auto& es = state->entries;
+  for (auto it = es.begin(); it != es.end();) {
+    if (drop(**it)) {
+      out->push_back(std::move(*it));
+      it = es.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// An object one of the entry's guards identifies died (GuardEvaluator::
+// OnDeath): the entry can never match again, so it goes, with its graph.
+void DropEntry(CodeState* s, uint64_t serial, const Entry* entry) {
+  CodeState* state = LiveState(s, serial);
+  if (state == nullptr) return;
+  std::vector<std::shared_ptr<const Entry>> dying;
+  TakeEntries(state, [entry](const Entry& e) { return &e == entry; }, &dying);
+  if (!dying.empty()) {
+    CodeState::Dropped& d = state->dropped[entry->owner];
+    d.churned += entry->hit ? 0 : 1;
+    ++d.all;
+  }
+}
+
+// A callback died (its optimize() context is gone): so do its entries, in
+// every code object. `key` holds the callback's address.
+PyObject* OwnerDied(PyObject* key, PyObject* /*weakref*/) {
+  PyObject* cb = static_cast<PyObject*>(PyLong_AsVoidPtr(key));
+  auto it = owners->find(cb);
+  if (it == owners->end()) Py_RETURN_NONE;
+  Owner gone = std::move(it->second);
+  owners->erase(it);
+  std::vector<std::shared_ptr<const Entry>> dying;
+  for (const auto& [s, serial] : gone.states) {
+    if (CodeState* state = LiveState(s, serial)) {
+      TakeEntries(state, [cb](const Entry& e) { return e.owner == cb; }, &dying);
+      state->dropped.erase(cb);
+    }
+  }
+  dying.clear();
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kOwnerDied = {"dynamo_callback_died", OwnerDied, METH_O, nullptr};
+
+// A new entry of callback `cb` for `state`, its owner and the objects its
+// guards identify watched, so that it goes when any of them dies.
+std::shared_ptr<const Entry> AddEntry(CodeState* state, PyObject* cb, Entry entry) {
+  entry.owner = cb;
+  auto it = owners->find(cb);
+  if (it == owners->end()) {
+    Object key = Object::Steal(PyLong_FromVoidPtr(cb));
+    Object died = key ? Object::Steal(PyCFunction_New(&kOwnerDied, key.get())) : Object();
+    Object watch = died ? Object::Steal(PyWeakref_NewRef(cb, died.get())) : Object();
+    if (watch) {
+      it = owners->emplace(cb, Owner{std::move(watch), {}}).first;
+    } else {
+      PyErr_Clear();  // no weak references to this callback: the entry holds it
+    }
+  }
+  if (it != owners->end()) {
+    it->second.states[state] = state->serial;
+  } else {
+    entry.owner_held = Object::Borrow(cb);
+  }
+  auto added = std::make_shared<const Entry>(std::move(entry));
+  const Entry* raw = added.get();
+  added->guards.OnDeath([state, serial = state->serial, raw] { DropEntry(state, serial, raw); });
+  state->entries.push_back(added);
+  return added;
 }
 
 // Whether frames of `co` are worth capturing: user code only.
@@ -244,6 +368,7 @@ CodeState* StateOf(PyCodeObject* co) {
   }
   if (extra != nullptr) return static_cast<CodeState*>(extra);
   auto* state = new CodeState();
+  state->serial = next_serial++;
   state->skip = Skipped(co);
   if (!state->skip) {
     // localsplus: varnames, cells that are not arguments, free variables.
@@ -403,7 +528,7 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   // (an __eq__), which may add entries or reset them.
   for (size_t i = 0; i < state->entries.size(); ++i) {
     std::shared_ptr<const Entry> e = state->entries[i];
-    if (e->owner.get() != cb) continue;
+    if (e->owner != cb) continue;
     ++mine;
     last = e;
     bool holds;
@@ -413,17 +538,30 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     }
     if (holds) {
       ++hits;
+      e->hit = true;
       return RunEntry(*e, frame, throw_flag, ts);
     }
   }
   ++misses;
-  if (mine >= cache_limit) {
+  CodeState::Dropped dropped;
+  if (!state->dropped.empty()) {
+    if (auto it = state->dropped.find(cb); it != state->dropped.end()) dropped = it->second;
+  }
+  const bool full = mine + dropped.churned >= cache_limit;
+  if (full || mine + dropped.all >= std::max(kAccumulatedLimit, cache_limit)) {
     if (!state->warned) {
       state->warned = true;
-      std::string msg = absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
-                                     PyUnicode_AsUTF8(frame->f_code->co_filename), ":",
-                                     frame->f_code->co_firstlineno, ") was captured ", cache_limit,
-                                     " times (config.cache_size_limit); it runs eagerly from now on");
+      std::string msg =
+          full
+              ? absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
+                             PyUnicode_AsUTF8(frame->f_code->co_filename), ":", frame->f_code->co_firstlineno,
+                             ") was captured ", cache_limit,
+                             " times (config.cache_size_limit); it runs eagerly from now on")
+              : absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
+                             PyUnicode_AsUTF8(frame->f_code->co_filename), ":", frame->f_code->co_firstlineno,
+                             ") was captured ", mine + dropped.all, " times, ", dropped.all,
+                             " of them dropped when objects their guards identify died; it runs eagerly "
+                             "from now on");
       if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
     }
     return RunBelow(ts, frame, throw_flag);
@@ -463,13 +601,12 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     // failed); other optimize() contexts still try their own.
     absl::StatusOr<guards::GuardEvaluator> none = guards::GuardEvaluator::Compile(std::vector<ir::Guard>{}, view);
     if (!none.ok()) return RunBelow(ts, frame, throw_flag);
-    state->entries.push_back(std::make_shared<const Entry>(
-        Entry{Object::Borrow(cb), *std::move(none), Object(), Object(), Object(), {}, {}, false}));
+    AddEntry(state, cb, Entry(*std::move(none)));
     return RunBelow(ts, frame, throw_flag);
   }
 
-  PyObject *capture_bytes = nullptr, *code = nullptr, *direct = nullptr;
-  if (!PyArg_ParseTuple(result.get(), "SO|O", &capture_bytes, &code, &direct)) return nullptr;
+  PyObject *capture_bytes = nullptr, *code = nullptr, *direct = nullptr, *installed = nullptr;
+  if (!PyArg_ParseTuple(result.get(), "SO|OO", &capture_bytes, &code, &direct, &installed)) return nullptr;
   ir::Capture capture;
   if (!capture.ParseFromArray(PyBytes_AS_STRING(capture_bytes), static_cast<int>(PyBytes_GET_SIZE(capture_bytes)))) {
     PyErr_SetString(PyExc_RuntimeError, "dynamo: unreadable capture");
@@ -486,7 +623,8 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
     return RunBelow(ts, frame, throw_flag);
   }
-  Entry entry{Object::Borrow(cb), *std::move(compiled), Object(), Object(), Object(), {}, {}, false};
+  Entry entry(*std::move(compiled));
+  if (installed != nullptr && installed != Py_None) entry.installed = Object::Borrow(installed);
   if (direct != nullptr && direct != Py_None) {
     // (compiled graph, argument slots, outputs, returns a tuple)
     PyObject *graph, *slots, *outputs;
@@ -512,8 +650,7 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
       if (!entry.function) return nullptr;
     }
   }
-  auto added = std::make_shared<const Entry>(std::move(entry));
-  state->entries.push_back(added);
+  std::shared_ptr<const Entry> added = AddEntry(state, cb, std::move(entry));
   return RunEntry(*added, frame, throw_flag, ts);
 }
 
@@ -522,6 +659,7 @@ absl::Status Install() {
   extra_index = _PyEval_RequestCodeExtraIndex(FreeState);
   if (extra_index < 0) return absl::InternalError("no co_extra slot left");
   live_states = new absl::flat_hash_set<CodeState*>();
+  owners = new absl::flat_hash_map<PyObject*, Owner>();
   skip_prefixes = new std::vector<std::string>();
   // torch's and the standard library's code, and this package's own.
   for (const char* module : {"torch", "os", "dynamo", "numpy", "scipy", "typing"}) {
@@ -634,14 +772,18 @@ PyObject* ResetCaches(PyObject* /*module*/, PyObject* /*unused*/) {
   // Entries are moved out first and dropped after the walk: dropping one can
   // free a code object (a rewritten one), whose FreeState edits live_states.
   std::vector<std::shared_ptr<const Entry>> dropped;
+  absl::flat_hash_map<PyObject*, Owner> watched;
   if (live_states != nullptr) {
     for (CodeState* s : *live_states) {
       for (auto& e : s->entries) dropped.push_back(std::move(e));
       s->entries.clear();
+      s->dropped.clear();
       s->warned = false;
     }
+    watched.swap(*owners);
   }
   dropped.clear();
+  watched.clear();
   hits = misses = direct_hits = 0;
   Py_RETURN_NONE;
 }
@@ -651,9 +793,11 @@ PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
   if (live_states != nullptr) {
     for (const CodeState* s : *live_states) entries += s->entries.size();
   }
-  return Py_BuildValue("{s:n,s:n,s:n,s:n}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
+  const size_t watched_owners = owners != nullptr ? owners->size() : 0;
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
                        static_cast<Py_ssize_t>(direct_hits), "misses", static_cast<Py_ssize_t>(misses),
-                       "entries", static_cast<Py_ssize_t>(entries));
+                       "entries", static_cast<Py_ssize_t>(entries), "owners",
+                       static_cast<Py_ssize_t>(watched_owners));
 }
 
 }  // namespace dynamo::embed

@@ -9,14 +9,23 @@
 //   dynamo._C.set_eval_frame(callback, cache_size_limit) -> previous callback
 //   callback(function, args, kwargs, recompile_reason) ->
 //       None                         (run this call eagerly, capture again next time)
-//     | (capture_bytes, code | None, (graph, arg_slots, outputs, is_tuple))
+//     | (capture_bytes, code | None, (graph, arg_slots, outputs, is_tuple) | None[, installed])
 //                                    (the call is that graph on those arguments:
 //                                     called directly, no bytecode runs)
 //     | False                        (run this code eagerly for this callback from now on)
 //     | (capture_bytes, code | None) (guards; code to run instead, None: the original)
+//   `installed`, when given, is held by the entry and dropped with it (the
+//   runtime's handle on the globals it installed for the capture).
 //
 // The cache belongs to the callback that filled it (one per optimize()
 // context, so two backends never share graphs). Needs CPython 3.11.
+//
+// Memory: what is cached for an object goes when the object goes. An entry
+// is dropped when its callback dies (the optimize() context is gone: every
+// code object's entries of it go), when an object its guards identify dies
+// (lib/guards watches them through weak references), when its code object
+// dies, and on reset_caches(). Entries refer to their callback by address
+// and never keep it alive (unless it cannot be weakly referenced).
 #pragma once
 
 #include <Python.h>
@@ -39,7 +48,8 @@ PyObject* MarkCapture(PyObject* module, PyObject* code);
 // dynamo._C.reset_caches(): drops every cached entry of every code object.
 PyObject* ResetCaches(PyObject* module, PyObject* unused);
 // dynamo._C.cache_stats() -> {"hits": n, "direct_hits": n (hits that called
-// the graph with no bytecode), "misses": n, "entries": n}.
+// the graph with no bytecode), "misses": n, "entries": n (live, in every code
+// object), "owners": n (callbacks with entries, watched)}.
 PyObject* CacheStats(PyObject* module, PyObject* unused);
 
 }  // namespace dynamo::embed

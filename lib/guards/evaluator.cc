@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -178,22 +180,31 @@ std::string IdentityName(PyObject* o) {
 
 // A type as it was when a fast path was planned: valid while the object's
 // type is this one and the type (and its bases) has not been modified since,
-// which CPython records by changing the version tag.
+// which CPython records by changing the version tag. No reference is held:
+// CPython never hands a version tag out twice, so a type that died and a new
+// one at its address differ in their tags, and a plan never keeps a class
+// (and, through its methods' code objects, the cache holding the plan) alive.
 struct PinnedType {
-  Object type;
+  PyTypeObject* type = nullptr;
   unsigned int tag = 0;
 
   bool Pin(PyTypeObject* t) {
     if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return false;
-    type = Object::Borrow(reinterpret_cast<PyObject*>(t));
+    type = t;
     tag = t->tp_version_tag;
     return true;
   }
   bool Holds(PyObject* v) const {
     PyTypeObject* t = Py_TYPE(v);
-    return reinterpret_cast<PyObject*>(t) == type.get() && t->tp_version_tag == tag &&
-           (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG);
+    return t == type && t->tp_version_tag == tag && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG);
   }
+};
+
+// Whether the program's identity pins all still stand (see Program::Keep).
+// Shared with the weak references' callback, which may outlive the program.
+struct Life {
+  bool dead = false;
+  std::function<void()> on_death;
 };
 
 // ---------------------------------------------------------------------------
@@ -224,7 +235,8 @@ struct Step {
 };
 
 struct TensorSpec {
-  PinnedType type;   // the exact tensor type; getters valid under its tag
+  PyObject* exact_type = nullptr;  // the tensor's exact type (Program::Keep)
+  PinnedType type;   // the same type; the C getters are valid under its tag
   bool fast = false;
   PyGetSetDef* shape = nullptr;
   PyGetSetDef* dtype_get = nullptr;
@@ -240,10 +252,27 @@ struct TensorSpec {
   bool requires_grad = false;
 };
 
+// What ID_MATCH and TYPE_MATCH compare by address. Each part is kept by
+// Program::Keep: weakly where its type allows, so that a dead one kills the
+// program before its address can be reused.
+struct Identity {
+  // kMethod: a bound method, made afresh on every attribute read: the same
+  // function bound to the same object. kBuiltinMethod: a builtin bound to an
+  // object (list.append of one list): the same C function of the same type
+  // bound to the same object.
+  enum Kind : uint8_t { kObject, kMethod, kBuiltinMethod };
+  Kind kind = kObject;
+  PyObject* object = nullptr;  // the object; kMethod: the function
+  PyObject* self = nullptr;    // kMethod, kBuiltinMethod: what it is bound to
+  PyTypeObject* type = nullptr;    // kBuiltinMethod
+  PyMethodDef* method = nullptr;   // kBuiltinMethod
+};
+
 struct CompiledCheck {
   ir::Guard::Kind kind = ir::Guard::KIND_UNSPECIFIED;
   int guard = -1;     // index in the compiled guard list
-  Object object;      // ID_MATCH: the object; TYPE_MATCH: the type; EQUALS_MATCH: the value
+  Object object;      // EQUALS_MATCH: the value; HASATTR: the name
+  Identity identity;  // ID_MATCH: the object; TYPE_MATCH: the type
   int64_t length = 0; // LENGTH_MATCH
   Plan plan = Plan::kGeneric;  // LENGTH_MATCH on nn containers
   PinnedType pin;
@@ -334,19 +363,16 @@ int SameConstant(PyObject* v, PyObject* e) {
   return PyObject_RichCompareBool(v, e, Py_EQ);
 }
 
-// ID_MATCH: the very object. Bound methods are made afresh on every
-// attribute read, so for them it is the same function bound to the same object.
-bool SameObject(PyObject* v, PyObject* pinned) {
-  if (v == pinned) return true;
-  if (PyMethod_Check(pinned)) {
-    return PyMethod_Check(v) && PyMethod_Function(v) == PyMethod_Function(pinned) &&
-           PyMethod_Self(v) == PyMethod_Self(pinned);
-  }
-  if (PyCFunction_Check(pinned)) {
-    PyObject* self = PyCFunction_GetSelf(pinned);
-    if (self == nullptr || PyModule_Check(self)) return false;  // module functions are stable objects
-    return Py_TYPE(v) == Py_TYPE(pinned) && PyCFunction_GetSelf(v) == self &&
-           reinterpret_cast<PyCFunctionObject*>(v)->m_ml == reinterpret_cast<PyCFunctionObject*>(pinned)->m_ml;
+// ID_MATCH: the very object (see Identity).
+bool SameObject(PyObject* v, const Identity& id) {
+  switch (id.kind) {
+    case Identity::kObject:
+      return v == id.object;
+    case Identity::kMethod:
+      return PyMethod_Check(v) && PyMethod_Function(v) == id.object && PyMethod_Self(v) == id.self;
+    case Identity::kBuiltinMethod:
+      return Py_TYPE(v) == id.type && PyCFunction_GetSelf(v) == id.self &&
+             reinterpret_cast<PyCFunctionObject*>(v)->m_ml == id.method;
   }
   return false;
 }
@@ -409,6 +435,22 @@ struct GuardEvaluator::Program {
   std::vector<AliasCheck> aliases;
   std::vector<TensorSpec> tensors;
   Object s_parameters, s_buffers, s_modules, s_shape, s_dtype, s_device, s_requires_grad, s_stride;
+  // Identity pins: what ID_MATCH / TYPE_MATCH / a tensor's exact type
+  // compare by address, kept without keeping them alive (see Keep).
+  std::shared_ptr<Life> life = std::make_shared<Life>();
+  Object on_death;                // the weak references' callback, bound to `life`
+  std::vector<Object> watches;    // weak references to the pinned objects
+  std::vector<Object> kept;       // pinned objects that cannot be weakly referenced
+  absl::flat_hash_set<PyObject*> pinned;  // what is already watched or kept
+
+  // Makes `o` safe to compare by address for the life of the program: a
+  // class that is not a heap type lives as long as the interpreter; any
+  // other object is watched through a weak reference whose callback kills
+  // the program (Check() fails from then on, and the owner is told), so a
+  // new object at a dead one's address never matches; an object that
+  // cannot be weakly referenced (a list, a dict, a tuple) is held, as
+  // torch._dynamo cannot do either: it only checks their id, we keep them.
+  absl::Status Keep(PyObject* o);
 
   Object Read(const Step& s, PyObject* base, const FrameView& f) const;
   Object ReadAttr(const Step& s, PyObject* base) const;
@@ -428,6 +470,53 @@ struct GuardEvaluator::Program {
 };
 
 using Program = GuardEvaluator::Program;
+
+namespace {
+
+// The weak references' callback: `self` is a capsule holding the program's
+// Life. Runs in the middle of the dying object's deallocation (or the
+// garbage collector's sweep), with the GIL.
+PyObject* OnPinnedDeath(PyObject* self, PyObject* weakref) {
+  auto* life = static_cast<std::shared_ptr<Life>*>(PyCapsule_GetPointer(self, "dynamo.guards.Life"));
+  if (life == nullptr) return nullptr;
+  std::shared_ptr<Life> keep = *life;  // the owner may drop the program (and this capsule) below
+  Object ref = Object::Borrow(weakref);
+  if (!keep->dead) {
+    keep->dead = true;
+    std::function<void()> tell = std::move(keep->on_death);
+    keep->on_death = nullptr;
+    if (tell) tell();
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kOnPinnedDeath = {"guard_object_died", OnPinnedDeath, METH_O, nullptr};
+
+}  // namespace
+
+absl::Status Program::Keep(PyObject* o) {
+  if (PyType_Check(o) && !(reinterpret_cast<PyTypeObject*>(o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    return absl::OkStatus();  // a static type: never freed
+  }
+  if (!pinned.insert(o).second) return absl::OkStatus();
+  if (!on_death) {
+    Object capsule = Object::Steal(PyCapsule_New(new std::shared_ptr<Life>(life), "dynamo.guards.Life", [](PyObject* c) {
+      delete static_cast<std::shared_ptr<Life>*>(PyCapsule_GetPointer(c, "dynamo.guards.Life"));
+    }));
+    if (!capsule) return python::FetchError("making a guard's weak-reference callback");
+    on_death = Object::Steal(PyCFunction_New(&kOnPinnedDeath, capsule.get()));
+    if (!on_death) return python::FetchError("making a guard's weak-reference callback");
+  }
+  Object ref = Object::Steal(PyWeakref_NewRef(o, on_death.get()));
+  if (ref) {
+    watches.push_back(std::move(ref));
+    return absl::OkStatus();
+  }
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return python::FetchError("watching a guarded object");
+  PyErr_Clear();  // no weak references for this type: held
+  kept.push_back(Object::Borrow(o));
+  return absl::OkStatus();
+}
 
 Object Program::Read(const Step& s, PyObject* base, const FrameView& f) const {
   switch (s.kind) {
@@ -563,7 +652,7 @@ Object Program::TensorField(const TensorSpec& t, PyObject* v, PyGetSetDef* fast,
 }
 
 bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const {
-  if (reinterpret_cast<PyObject*>(Py_TYPE(v)) != t.type.type.get()) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(v)) != t.exact_type) {
     if (why != nullptr) {
       // A tensor of another class (nn.Parameter for torch.Tensor) or no tensor.
       bool is_tensor = false;
@@ -573,7 +662,7 @@ bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) co
         is_tensor = cls && PyObject_IsInstance(v, cls.get()) == 1;
         PyErr_Clear();
       }
-      *why = is_tensor ? absl::StrCat("type: expected ", IdentityName(t.type.type.get()), ", got ",
+      *why = is_tensor ? absl::StrCat("type: expected ", IdentityName(t.exact_type), ", got ",
                                       IdentityName(reinterpret_cast<PyObject*>(Py_TYPE(v))))
                        : absl::StrCat("expected a tensor, got ", TypeShortName(v));
     }
@@ -639,7 +728,7 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
   const ir::Guard& g = guards[static_cast<size_t>(c.guard)];
   switch (c.kind) {
     case ir::Guard::ID_MATCH:
-      if (SameObject(v, c.object.get())) return true;
+      if (SameObject(v, c.identity)) return true;
       if (why != nullptr) {
         std::string got = IdentityName(v);
         *why = absl::StrCat("expected ", g.value().string_value(), ", got ",
@@ -647,7 +736,7 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
       }
       return false;
     case ir::Guard::TYPE_MATCH:
-      if (reinterpret_cast<PyObject*>(Py_TYPE(v)) == c.object.get()) return true;
+      if (reinterpret_cast<PyObject*>(Py_TYPE(v)) == c.identity.object) return true;
       if (why != nullptr) {
         *why = absl::StrCat("expected type ", g.value().string_value(), ", got ",
                             IdentityName(reinterpret_cast<PyObject*>(Py_TYPE(v))));
@@ -975,7 +1064,7 @@ absl::StatusOr<Object> FromArgument(const ir::Argument& a) {
   }
 }
 
-absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v) {
+absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v, Program& p) {
   TensorSpec t;
   absl::StatusOr<Object> tensor_class = TorchAttr("Tensor");
   if (!tensor_class.ok()) return tensor_class.status();
@@ -1023,11 +1112,37 @@ absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v
   PyObject* stride = TypeLookup(type, "stride");
   t.stride = stride != nullptr && Py_IS_TYPE(stride, &PyMethodDescr_Type) ? stride : nullptr;
   bool generic = IsGenericGetattribute(TypeLookup(type, "__getattribute__"));
+  t.exact_type = reinterpret_cast<PyObject*>(type);
+  if (absl::Status kept = p.Keep(t.exact_type); !kept.ok()) return kept;
   bool pinned = t.type.Pin(type);
-  if (!pinned) t.type.type = Object::Borrow(reinterpret_cast<PyObject*>(type));
   t.fast = pinned && generic && t.shape && t.dtype_get && t.device_get && t.requires_grad_get && t.stride;
   if (t.fast && (meta.device().type().empty() || meta.device().type() == "cpu")) t.is_cpu_get = getset("is_cpu");
   return t;
+}
+
+// What an ID_MATCH on `v` compares, its parts kept by `p`.
+absl::StatusOr<Identity> IdentityOf(PyObject* v, Program& p) {
+  Identity id;
+  id.object = v;
+  if (PyMethod_Check(v)) {
+    id.kind = Identity::kMethod;
+    id.object = PyMethod_Function(v);
+    id.self = PyMethod_Self(v);
+  } else if (PyCFunction_Check(v)) {
+    PyObject* self = PyCFunction_GetSelf(v);
+    if (self != nullptr && !PyModule_Check(self)) {  // module functions are stable objects
+      id.kind = Identity::kBuiltinMethod;
+      id.object = nullptr;
+      id.self = self;
+      id.type = Py_TYPE(v);
+      id.method = reinterpret_cast<PyCFunctionObject*>(v)->m_ml;
+    }
+  }
+  for (PyObject* part : {id.object, id.self, reinterpret_cast<PyObject*>(id.type)}) {
+    if (part == nullptr) continue;
+    if (absl::Status kept = p.Keep(part); !kept.ok()) return kept;
+  }
+  return id;
 }
 
 absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Program& p, const Known& k) {
@@ -1042,7 +1157,9 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
       std::string name = IdentityName(v);
       if (g.value().value_case() != ir::Argument::kStringValue) return absl::InvalidArgumentError("no name recorded");
       if (name != g.value().string_value()) return name_mismatch(name);
-      c.object = Object::Borrow(v);
+      absl::StatusOr<Identity> id = IdentityOf(v, p);
+      if (!id.ok()) return id.status();
+      c.identity = *id;
       return c;
     }
     case ir::Guard::TYPE_MATCH: {
@@ -1050,7 +1167,8 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
       std::string name = IdentityName(type);
       if (g.value().value_case() != ir::Argument::kStringValue) return absl::InvalidArgumentError("no name recorded");
       if (name != g.value().string_value()) return name_mismatch(name);
-      c.object = Object::Borrow(type);
+      if (absl::Status kept = p.Keep(type); !kept.ok()) return kept;
+      c.identity.object = type;
       return c;
     }
     case ir::Guard::IS_NONE:
@@ -1104,7 +1222,7 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
     }
     case ir::Guard::TENSOR_MATCH: {
       if (!g.has_tensor()) return absl::InvalidArgumentError("no tensor metadata");
-      absl::StatusOr<TensorSpec> t = CompileTensor(g.tensor(), v);
+      absl::StatusOr<TensorSpec> t = CompileTensor(g.tensor(), v, p);
       if (!t.ok()) return t.status();
       c.tensor = static_cast<int>(p.tensors.size());
       p.tensors.push_back(*std::move(t));
@@ -1314,6 +1432,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
 
 bool GuardEvaluator::Check(const FrameView& frame) const {
   const Program& p = *program_;
+  if (p.life->dead) return false;
   for (const GlobalCheck& g : p.globals) {
     if (!p.GlobalHolds(g, nullptr)) {
       PyErr_Clear();
@@ -1331,6 +1450,7 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
 }
 
 int GuardEvaluator::FirstFailing(const FrameView& frame) const {
+  if (program_->life->dead) return 0;
   for (size_t i = 0; i < program_->guards.size(); ++i) {
     if (program_->ExplainGuard(i, frame)) return static_cast<int>(i);
   }
@@ -1338,6 +1458,7 @@ int GuardEvaluator::FirstFailing(const FrameView& frame) const {
 }
 
 std::optional<std::string> GuardEvaluator::Explain(const FrameView& frame) const {
+  if (program_->life->dead) return "an object the guards identify by address has been freed";
   for (size_t i = 0; i < program_->guards.size(); ++i) {
     if (std::optional<std::string> why = program_->ExplainGuard(i, frame)) return why;
   }
@@ -1345,6 +1466,9 @@ std::optional<std::string> GuardEvaluator::Explain(const FrameView& frame) const
 }
 
 size_t GuardEvaluator::size() const { return program_->guards.size(); }
+bool GuardEvaluator::alive() const { return !program_->life->dead; }
+void GuardEvaluator::OnDeath(std::function<void()> f) const { program_->life->on_death = std::move(f); }
+size_t GuardEvaluator::watched_count() const { return program_->watches.size(); }
 size_t GuardEvaluator::accessor_count() const { return program_->nodes.size(); }
 
 // ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@
 //   class's Python __getattr__ or __getitem__.
 // - ID_MATCH and TYPE_MATCH record only a name; they pin the very object or
 //   type found in the compile-time frame (checked against that name) and
-//   compare pointers. EQUALS_MATCH compares exact types at every level
+//   compare pointers (a bound method: its function and its object). EQUALS_MATCH compares exact types at every level
 //   (True is not 1, a list is not a tuple) and then values. TENSOR_MATCH pins
 //   the tensor's exact type, the torch.dtype and torch.device objects, and
 //   calls the tensor type's C getters directly.
@@ -42,14 +42,26 @@
 //
 // Every call needs the GIL and no pending Python exception. A source that
 // cannot be read (a missing local, global, attribute, key or index) makes its
-// guard fail; the error is cleared. The evaluator holds strong references to
-// what it pins (modules, functions, classes, the nn.Module instances the
-// trace read); drop it with the GIL held.
+// guard fail; the error is cleared. Drop an evaluator with the GIL held.
+//
+// What it keeps alive: constants and copies (EQUALS_MATCH), interned names,
+// torch's dtype and device objects -- never what it identifies. What ID_MATCH
+// and TYPE_MATCH compare by address (modules, functions, classes, the
+// nn.Module instances the trace read, a tensor's exact class) is watched
+// through a weak reference: when one dies, the evaluator is dead -- Check()
+// fails for good, so a new object at the same address is never taken for
+// it -- and the callback given to OnDeath() runs (the live cache drops the
+// entry there). Objects that cannot be weakly referenced (lists, dicts,
+// tuples, ints) are held instead, which makes address reuse impossible;
+// classes that are not heap types live forever and are not watched. Plans
+// specialised on a type keep no reference at all: a type's version tag is
+// never reused, so a dead type's plan can never apply to a new one.
 #pragma once
 
 #include <Python.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,6 +135,16 @@ class GuardEvaluator {
   std::optional<std::string> Explain(const FrameView& frame) const;
   // Index (in the compiled list) of the first failing guard, or -1.
   int FirstFailing(const FrameView& frame) const;
+
+  // False once an object the guards identify by address has died.
+  bool alive() const;
+  // Runs `f` once, when the first such object dies: from its weak
+  // reference's callback, with the GIL, possibly inside another object's
+  // deallocation or the garbage collector; `f` may drop this evaluator.
+  // Replaces an earlier one.
+  void OnDeath(std::function<void()> f) const;
+  // The number of objects watched through weak references.
+  size_t watched_count() const;
 
   // The number of guards.
   size_t size() const;

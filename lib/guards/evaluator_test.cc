@@ -319,6 +319,44 @@ TEST_CASE("globals: a replaced function fails by identity, not by name", "[guard
   CHECK(Verdict(ev, frame) == "");
 }
 
+TEST_CASE("identity pins: watched, never kept; the evaluator dies with them", "[guards]") {
+  Exec("class Pinned:\n    def meth(self):\n        pass\n_pinned = Pinned()\n_owner = Pinned()\n_listed = [1]\n");
+  OwnedFrame frame = Frame("maybe", "dict(x=_pinned, y=_listed)");
+  ir::Guard same = Hand(ir::Guard::ID_MATCH, "L['x']");
+  same.mutable_value()->set_string_value("instance of guards_cases.Pinned");
+  ir::Guard cls = Hand(ir::Guard::TYPE_MATCH, "L['x']");
+  cls.mutable_value()->set_string_value("guards_cases.Pinned");
+  ir::Guard list = Hand(ir::Guard::ID_MATCH, "L['y']");
+  list.mutable_value()->set_string_value("instance of builtins.list");
+  GuardEvaluator ev = CompileOk({same, cls, list}, frame);
+  // The instance and its class are watched; a list cannot be weakly
+  // referenced, so it is held (its address cannot be reused either).
+  CHECK(ev.watched_count() == 2);
+  int told = 0;
+  ev.OnDeath([&] { ++told; });
+  CHECK(Verdict(ev, frame) == "");
+  REQUIRE(frame.Set("x", Eval("None")));
+  Exec("del _pinned");  // nothing else holds it: the evaluator did not keep it
+  CHECK(told == 1);
+  CHECK_FALSE(ev.alive());
+  REQUIRE(frame.Set("x", Eval("Pinned()")));  // a new object, perhaps at the dead one's address
+  CHECK_FALSE(ev.Check(frame.view()));
+  CHECK(ev.Explain(frame.view()) == "an object the guards identify by address has been freed");
+
+  // A bound method is made afresh on every read: its function and object
+  // are watched, and a fresh bound method of the same pair matches.
+  OwnedFrame bound = Frame("maybe", "dict(x=_owner.meth, y=None)");
+  ir::Guard meth = Hand(ir::Guard::ID_MATCH, "L['x']");
+  meth.mutable_value()->set_string_value("guards_cases.Pinned.meth");
+  GuardEvaluator on_method = CompileOk({meth}, bound);
+  CHECK(on_method.watched_count() == 2);
+  REQUIRE(bound.Set("x", Eval("_owner.meth")));
+  CHECK(Verdict(on_method, bound) == "");
+  REQUIRE(bound.Set("x", Eval("None")));
+  Exec("del _owner");
+  CHECK_FALSE(on_method.alive());
+}
+
 TEST_CASE("closures: a free variable's cell is read through", "[guards]") {
   std::vector<ir::Guard> guards = TraceGuards("inner", {T({3})});
   REQUIRE(HasGuard(guards, ir::Guard::EQUALS_MATCH, "L['k']"));

@@ -39,8 +39,10 @@ def _new_runtime(backend, nopython):
 def reset():
     """Drops the cached captures of every Runtime made by optimize(): the
     next call of any optimized function captures again (like
-    torch._dynamo.reset(); the graphs already handed over stay in
-    Runtime.graphs as history)."""
+    torch._dynamo.reset(); Runtime.graphs keeps, weakly, the graphs
+    already handed over). Caches also go without reset(): an entry goes
+    when its optimize() context, its code or an object its guards identify
+    dies (see dynamo.runtime)."""
     reset_caches = getattr(_C, "reset_caches", None)
     if reset_caches is not None:  # the frame evaluator's per-code caches
         reset_caches()

@@ -8,12 +8,26 @@ behind the capture's guards.
     rt = Runtime(backend=lambda gm, example_inputs: gm)
     rt.call(fn, (x, y), {})          # == fn(x, y)
     rt.stats()                       # {"graphs": 1, "breaks": 0, ...}
+
+Memory: what is cached for an object goes when the object goes. The frame
+evaluator's entries (in each code object's co_extra) refer to a Runtime's
+callback without keeping it alive, and go when it dies, so dropping an
+optimized function or module frees its captures; an entry also goes when an
+object its guards identify dies. The names a capture installs in its
+function's globals (compiled graph, resume functions) go with its entry.
+A Runtime's history (graphs, captures_made, break_records, generated_code)
+keeps the last HISTORY_LIMIT items of each (up to twice that); stats()
+counts them all. Its
+graphs are held weakly: a GraphModule holds the parameters it reads, and
+only the backend's result (or the user) may keep it alive.
 """
+import collections
 import itertools
 import sys
 import threading
 import types
 import warnings
+import weakref
 
 import torch
 
@@ -27,6 +41,12 @@ _ids = itertools.count()  # rewrite ids: globals stay unique per process
 # dynamo.run(): while `run_only.on` in this thread, a cache miss runs the
 # frame eagerly and nothing is captured (dynamo/decorators.py).
 run_only = threading.local()
+
+# How many items each of a Runtime's history lists keeps (the newest; up to
+# twice as many for the lists, see _History): a
+# long-lived Runtime that recompiles (new objects, cache_size_limit) must not
+# grow without bound. explain() uses a fresh Runtime per call.
+HISTORY_LIMIT = 1000
 
 
 def _eager_backend(gm, example_inputs):
@@ -53,22 +73,80 @@ class _Entry:
     """One cached compilation of a code object: the guards it holds under
     and the function to run (None: run the original as it is)."""
 
-    def __init__(self, capture, function, capture_bytes=b"", direct=None):
+    def __init__(self, capture, function, capture_bytes=b"", direct=None, installed=None):
         self.capture = capture
         self.function = function
         self.capture_bytes = capture_bytes
         # (compiled graph, argument slots, outputs, returns a tuple) when the
         # call is the graph alone: the frame evaluator calls it directly.
         self.direct = direct
+        self.installed = installed  # the globals this capture installed (_Installed)
+
+
+class _History(list):
+    """A list that keeps between HISTORY_LIMIT and twice that many of the
+    newest items appended (trimmed in blocks, so that appending stays
+    cheap and `history[len_before:]` still reads what was just added)."""
+
+    def append(self, item):
+        super().append(item)
+        if len(self) > 2 * HISTORY_LIMIT:
+            del self[:HISTORY_LIMIT]
+
+
+class _WeakHistory:
+    """The newest HISTORY_LIMIT objects appended, held weakly: iterating
+    yields those still alive; len() counts every one kept, dead or alive."""
+
+    def __init__(self):
+        self._refs = collections.deque(maxlen=HISTORY_LIMIT)
+
+    def append(self, obj):
+        self._refs.append(weakref.ref(obj))
+
+    def __len__(self):
+        return len(self._refs)
+
+    def __iter__(self):
+        return (obj for obj in (ref() for ref in list(self._refs)) if obj is not None)
+
+    def __getitem__(self, i):
+        return list(self)[i]
+
+
+class _Installed:
+    """The names one capture put in its function's globals (the compiled
+    graph, resume functions). The cache entry of the capture holds it (the
+    frame evaluator's, or a _Entry); when the entry goes, so do the names,
+    unless something else has been bound to them since."""
+
+    __slots__ = ("globals", "names")
+
+    def __init__(self, globals_):
+        self.globals = globals_
+        self.names = []
+
+    def add(self, name, value):
+        self.globals[name] = value
+        self.names.append((name, value))
+
+    def __del__(self):
+        try:
+            for name, value in self.names:
+                if self.globals.get(name) is value:
+                    del self.globals[name]
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the globals may be gone
+            pass
 
 
 class _Resume:
     """The callable a rewritten code calls to continue after a break: it
     makes the resume function (with the caller's cells as its closure) and
-    runs it through the runtime, or plainly when capturing it would not help."""
+    runs it through the runtime, or plainly when capturing it would not help.
+    It sits in the user's globals, so it holds its Runtime weakly."""
 
     def __init__(self, runtime, code, globals_, capture, takes_closure):
-        self.runtime, self.code, self.globals = runtime, code, globals_
+        self.runtime, self.code, self.globals = weakref.ref(runtime), code, globals_
         self.capture, self.takes_closure = capture, takes_closure
 
     def __call__(self, *args):
@@ -76,11 +154,31 @@ class _Resume:
         if self.takes_closure:
             closure, args = args[0], args[1:]
         fn = types.FunctionType(self.code, self.globals, self.code.co_name, None, closure)
-        if not self.capture or self.runtime.evaluate_frames:
+        runtime = self.runtime()
+        if not self.capture or runtime is None or runtime.evaluate_frames:
             # Under the frame evaluator the call itself is captured (or, for
             # code marked to skip, run as it is).
             return fn(*args)
-        return self.runtime.call(fn, args, {})
+        return runtime.call(fn, args, {})
+
+
+class _FrameCallback:
+    """What the frame evaluator calls on a miss, and the key its entries are
+    filed under. The evaluator refers to it without keeping it alive and
+    drops its entries when it dies; it holds its Runtime weakly, so nothing
+    but the optimized function or module keeps the Runtime (its graphs,
+    captures, backend) alive."""
+
+    __slots__ = ("runtime", "__weakref__")
+
+    def __init__(self, runtime):
+        self.runtime = weakref.ref(runtime)
+
+    def __call__(self, function, args, kwargs, recompile_reason):
+        runtime = self.runtime()
+        if runtime is None:
+            return None  # this call runs as it is
+        return runtime._on_frame(function, args, kwargs, recompile_reason)
 
 
 class Runtime:
@@ -94,22 +192,24 @@ class Runtime:
         # the called function and its resume functions, guards checked here
         # in Python (dynamo.guards) -- the plain runner of rewritten code.
         self.evaluate_frames = evaluate_frames
-        self._callback = self._on_frame  # one object: the C++ cache is keyed by it
-        self._entry_codes = set()
+        self._callback = _FrameCallback(self)  # one object: the C++ cache is keyed by it
+        self._entry_codes = weakref.WeakSet()
         self._cache_size_limit = cache_size_limit
         self.nopython = nopython
-        self.cache = {}            # code object -> [_Entry]
-        self.graphs = []           # every GraphModule handed to the backend
-        self.captures_made = []    # every Capture proto, in order
-        self.break_records = []    # every GraphBreak proto, in order
-        self.break_sites = set()   # (file, line, offset, reason)
-        self.warned = set()        # code objects already warned about
+        self.cache = weakref.WeakKeyDictionary()  # code object -> [_Entry]
+        # History, the newest HISTORY_LIMIT of each, in order:
+        self.graphs = _WeakHistory()      # GraphModules handed to the backend (weakly)
+        self.captures_made = _History()   # Capture protos
+        self.break_records = _History()   # GraphBreak protos
+        self.generated_code = _History()  # rewritten and resume code objects
+        self.break_sites = set()   # (file, line, offset, reason): bounded by the program's text
+        self.warned = weakref.WeakSet()  # code objects already warned about
         self.captures = 0
         self.cache_hits = 0
-        self.generated_code = []   # every rewritten and resume code object made
+        self.graphs_made = 0       # every GraphModule, counted
 
     def stats(self):
-        return {"graphs": len(self.graphs), "breaks": len(self.break_sites),
+        return {"graphs": self.graphs_made, "breaks": len(self.break_sites),
                 "captures": self.captures, "cache_hits": self.cache_hits}
 
     def call(self, fn, args, kwargs):
@@ -141,9 +241,7 @@ class Runtime:
         if entry is None:
             return False  # this code runs eagerly, for this Runtime only
         code = entry.function.__code__ if entry.function is not None else None
-        if entry.direct is not None:
-            return entry.capture_bytes, code, entry.direct
-        return entry.capture_bytes, code
+        return entry.capture_bytes, code, entry.direct, entry.installed
 
     def _call_checked(self, fn, args, kwargs):
         target = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -218,20 +316,25 @@ class Runtime:
         if result["code"] is None:
             return _Entry(capture, None, result["capture"])
         globals_ = target.__globals__
+        installed = _Installed(globals_)
         compiled = None
         if result["graph_name"]:
             gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables())
             frame = frame_for_call(fn, args, kwargs)
             example_inputs = [resolve_source(i.name, frame, globals_) for i in _placeholder_sources(capture)]
             self.graphs.append(gm)
+            self.graphs_made += 1
             if config.verbose:
                 print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
+            held = sys.getrefcount(gm)
             compiled = self.backend(gm, example_inputs)
+            if sys.getrefcount(gm) <= held:
+                _let_go(gm)
             if self.evaluate_frames and self.backend is not _eager_backend:
                 compiled = _without_capture(compiled)
-            globals_[result["graph_name"]] = compiled
+            installed.add(result["graph_name"], compiled)
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
-            globals_[name] = _Resume(self, code, globals_, capture_it, takes_closure)
+            installed.add(name, _Resume(self, code, globals_, capture_it, takes_closure))
             self.generated_code.append(code)
             if not capture_it:
                 _C.mark_skip(code)
@@ -243,7 +346,20 @@ class Runtime:
         if result["direct"] is not None and compiled is not None:
             slots, outputs, is_tuple = result["direct"]
             direct = (compiled, slots, outputs, is_tuple)
-        return _Entry(capture, function, result["capture"], direct)
+        return _Entry(capture, function, result["capture"], direct, installed)
+
+
+def _let_go(gm):
+    """The backend kept no reference to its GraphModule (a backend that
+    compiles it into something else): nothing can reach it but the cyclic
+    collector, which may run much later (FX's modules are cyclic), so drop
+    what it holds now -- the parameters and buffers it reads belong to the
+    user's modules, which must be freed when the user drops them."""
+    gm._modules.clear()
+    gm._parameters.clear()
+    gm._buffers.clear()
+    for name in [n for n, v in vars(gm).items() if isinstance(v, torch.Tensor)]:
+        delattr(gm, name)
 
 
 def _graph_callables():
