@@ -186,15 +186,28 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
   }
   for (const ir::Graph& g : c.graphs()) {
     std::vector<std::vector<std::string>> rows = {{"opcode", "name", "target", "args", "kwargs", "meta"}};
+    std::vector<std::string> on_meta;  // targets the op registry has no entry for
+    int calls = 0;
     for (const ir::Node& n : g.nodes()) {
+      calls += n.kind() == ir::Node::CALL_FUNCTION || n.kind() == ir::Node::CALL_METHOD;
+      if (n.inferred_on_meta() && std::find(on_meta.begin(), on_meta.end(), n.target()) == on_meta.end()) {
+        on_meta.push_back(n.target());
+      }
       std::vector<std::string> args, kwargs;
       for (const ir::Argument& a : n.args()) args.push_back(ArgText(a));
       for (const ir::KeywordArgument& k : n.kwargs()) kwargs.push_back(absl::StrCat(k.name(), ": ", ArgText(k.value())));
-      rows.push_back({KindText(n.kind()), n.name(), n.target(),
+      rows.push_back({KindText(n.kind()), n.name(), n.inferred_on_meta() ? absl::StrCat(n.target(), " [meta]") : n.target(),
                       absl::StrCat("(", absl::StrJoin(args, ", "), args.size() == 1 ? ",)" : ")"),
                       absl::StrCat("{", absl::StrJoin(kwargs, ", "), "}"), MetaText(n.meta())});
     }
     absl::StrAppend(&out, "GRAPH ", g.name(), " (", g.nodes_size(), " nodes)\n\n", Table(rows), "\n");
+    if (!on_meta.empty()) {
+      int inferred = 0;
+      for (const ir::Node& n : g.nodes()) inferred += n.inferred_on_meta();
+      absl::StrAppend(&out, "[meta]: ", inferred, " of ", calls,
+                      " call nodes inferred by torch's meta kernels (no op-registry entry): ",
+                      absl::StrJoin(on_meta, ", "), "\n\n");
+    }
   }
   absl::StrAppend(&out, "GUARDS (", c.guards_size(), ")\n\n");
   std::vector<std::vector<std::string>> guard_rows = {{"kind", "source", "expected"}};

@@ -8,6 +8,7 @@
 #include "lib/bytecode/opcodes.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/python/error.h"
+#include "lib/trace/meta_fallback.h"
 #include "lib/trace/translator_internal.h"
 
 namespace dynamo::trace {
@@ -584,8 +585,10 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   }
   const ops::OpEntry* entry = registry_.Find(target);
   if (entry == nullptr) {
+    // The registry is the fast path; a torch operator without an entry asks torch's meta kernels.
+    if (Object op = TorchOperator(target)) return CallOpOnMeta(op, target, kind, values, kw, args, kwargs);
     return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(target, " has no entry in the op registry"),
-                 "the translator never guesses an op's output; this op needs a registry entry");
+                 "it is no torch operator (meta_fallback.h), so torch's meta kernels cannot describe it");
   }
   // With breaks allowed the rewritten code runs the graph on the real inputs,
   // so an in-place update of an input happens there, in program order.
@@ -929,6 +932,10 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       std::string what = n.ok() ? absl::StrCat(m.ok() ? *m : "", m.ok() ? "." : "", *n)
                                 : python::Repr(fn->object);
       if (absl::StartsWith(what, "torch._C._VariableFunctions.")) what = "torch." + what.substr(28);
+      if (std::optional<std::string> op = TorchOperatorName(fn->object.get())) {
+        guards_.IdMatch(fn->source, fn->object);
+        return CallOp(*op, ir::Node::CALL_FUNCTION, args, kwargs);
+      }
       if (m.ok() && (*m == "torch" || absl::StartsWith(*m, "torch."))) {
         return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(what, " has no entry in the op registry"),
                      "the translator never guesses an op's output; this op needs a registry entry");
@@ -2013,6 +2020,7 @@ void Translator::EliminateDeadCode() {
   // Grad-mode switches, in-place and random ops run even when unused.
   graph_.EliminateDeadCode([this](const ir::Node& n) {
     if (n.target() == "torch._C._set_grad_enabled" || IsAllowedFunctionTarget(n.target())) return true;
+    if (n.inferred_on_meta()) return true;  // its effects are described nowhere
     const ops::OpEntry* e = registry_.Find(n.target());
     return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
   });

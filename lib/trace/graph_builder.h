@@ -35,6 +35,11 @@ class GraphBuilder {
                       std::vector<ir::Argument> args, std::vector<ir::KeywordArgument> kwargs,
                       ir::ValueMeta meta, const ir::SourceLocation& location);
   void SetOutputs(std::vector<ir::Argument> outputs);
+  // Flags the last node added (ir::Node.inferred_on_meta): its metadata came
+  // from torch's meta kernels, not the op registry.
+  void MarkLastInferredOnMeta() {
+    if (graph_.nodes_size() > 0) graph_.mutable_nodes(graph_.nodes_size() - 1)->set_inferred_on_meta(true);
+  }
 
   // Drops call nodes whose results nothing uses, unless `has_effects` says
   // the node must run anyway (in-place and random ops).

@@ -4,12 +4,15 @@
 #include "lib/trace/meta_fallback.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <string>
 #include <utility>
 #include <variant>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "lib/python/error.h"
 
 namespace dynamo::trace {
@@ -54,6 +57,8 @@ struct Inputs {
     Object version;  // _version before the call
   };
   std::vector<Tensor> tensors;
+  std::vector<ops::Device> devices;  // device arguments, handed over as "meta"
+  bool offset_storage = false;       // MetaOptions::offset_storage
 };
 
 Object IntTuple(const std::vector<int64_t>& ints) {
@@ -74,6 +79,19 @@ absl::StatusOr<Object> MetaTensor(const ops::TensorMeta& meta, Inputs& inputs) {
           ? CallWithKeywords(Torch("empty_strided"), {IntTuple(meta.sizes), IntTuple(meta.strides)}, kwargs)
           : CallWithKeywords(Torch("empty"), {IntTuple(meta.sizes)}, kwargs);
   if (!t.ok()) return t.status();
+  if (inputs.offset_storage) {
+    // The same sizes and strides one element into a larger storage.
+    absl::StatusOr<Object> strides = python::CallMethod(*t, "stride");
+    int64_t extent = 2;
+    for (size_t i = 0; i < meta.sizes.size() && strides.ok(); ++i) {
+      absl::StatusOr<long long> st = python::AsLong(Object::Steal(PySequence_GetItem(strides->get(), i)));
+      if (meta.sizes[i] > 0 && st.ok()) extent += (meta.sizes[i] - 1) * *st;
+    }
+    absl::StatusOr<Object> base = CallWithKeywords(Torch("empty"), {IntTuple({extent})}, kwargs);
+    if (!base.ok() || !strides.ok()) return absl::InternalError("cannot build an offset meta tensor");
+    t = python::CallMethod(*base, "as_strided", {IntTuple(meta.sizes), *strides, python::FromLong(1)});
+    if (!t.ok()) return t.status();
+  }
   if (meta.requires_grad) {
     absl::StatusOr<Object> r = python::CallMethod(*t, "requires_grad_");
     if (!r.ok()) return r.status();
@@ -92,7 +110,10 @@ absl::StatusOr<Object> ToPython(const ops::Value& value, Inputs& inputs) {
     absl::StatusOr<Object> operator()(const std::string& s) { return python::FromString(s); }
     absl::StatusOr<Object> operator()(ops::DType d) { return Torch(std::string(ops::DTypeName(d)).c_str()); }
     absl::StatusOr<Object> operator()(const ops::Device& d) {
-      return python::Call(Torch("device"), {python::FromString(ops::DeviceName(d))});
+      if (std::find(inputs.devices.begin(), inputs.devices.end(), d) == inputs.devices.end()) {
+        inputs.devices.push_back(d);
+      }
+      return python::Call(Torch("device"), {python::FromString("meta")});
     }
     absl::StatusOr<Object> operator()(const ops::Slice& s) {
       auto bound = [](const std::optional<int64_t>& b) { return b ? python::FromLong(*b) : python::None(); };
@@ -122,9 +143,17 @@ absl::StatusOr<Object> ToPython(const ops::Value& value, Inputs& inputs) {
   return std::visit(Visit{inputs}, value.variant());
 }
 
-// The device a meta result stands for: the inputs' one device. torch lets a
-// 0-dim CPU tensor join tensors of another device, so such scalars defer.
+// The device a meta result stands for: a device argument's (x.to("cpu"),
+// zeros_like(x, device=...)), else the tensor inputs' one device, else the
+// CPU (a factory). torch lets a 0-dim CPU tensor join tensors of another
+// device, so such scalars defer.
 absl::StatusOr<ops::Device> ResultDevice(const Inputs& inputs) {
+  if (inputs.devices.size() == 1) return inputs.devices[0];
+  if (inputs.devices.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("it is given several devices (", ops::DeviceName(inputs.devices[0]),
+                                                   ", ", ops::DeviceName(inputs.devices[1]), ")"));
+  }
+  if (inputs.tensors.empty()) return ops::Device{"cpu", -1};
   std::vector<ops::Device> devices, scalar_cpu;
   for (const Inputs::Tensor& t : inputs.tensors) {
     std::vector<ops::Device>& into = t.dim == 0 && t.device.type == "cpu" ? scalar_cpu : devices;
@@ -132,7 +161,6 @@ absl::StatusOr<ops::Device> ResultDevice(const Inputs& inputs) {
   }
   if (devices.empty()) devices = scalar_cpu;
   if (devices.size() == 1) return devices[0];
-  if (devices.empty()) return absl::InvalidArgumentError("it returns a meta tensor without taking one");
   return absl::InvalidArgumentError(
       absl::StrCat("its tensor arguments are on several devices (", ops::DeviceName(devices[0]), ", ",
                    ops::DeviceName(devices[1]), ")"));
@@ -253,11 +281,124 @@ class GradMode {
   bool previous_ = true;
 };
 
+bool Identifier(absl::string_view s) {
+  if (s.empty() || s.size() > 128 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return !(absl::StartsWith(s, "__") && absl::EndsWith(s, "__"));
+}
+
+// torch's module at a fixed dotted path below torch ("_C._nn"), by
+// attributes: the path is one of this file's constants, never input.
+Object TorchPath(absl::string_view path) {
+  Object o = Object::Steal(PyImport_ImportModule("torch"));
+  if (!o) PyErr_Clear();
+  for (absl::string_view part : absl::StrSplit(path, '.', absl::SkipEmpty())) {
+    if (!o) break;
+    o = Attr(o.get(), std::string(part).c_str());
+  }
+  return o;
+}
+
+// ATen bindings whose effect leaves the tensors (a file read or written, a
+// line printed): no tensor operation, and never a call target a capture may
+// name (the schemas that take a file name, and aten::_print).
+constexpr const char* kNotOperators[] = {"from_file", "save", "_print"};
+
+// The modules of builtins that are ATen bindings, beside torch._C._VariableFunctions.
+constexpr const char* kOperatorModules[] = {"_C._nn", "_C._linalg", "_C._fft", "_C._special"};
+
+bool IsInstanceOfPath(PyObject* o, absl::string_view type_path) {
+  Object type = TorchPath(type_path);
+  int r = type ? PyObject_IsInstance(o, type.get()) : 0;
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
 }  // namespace
+
+Object TorchOperator(absl::string_view name) {
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '.');
+  for (absl::string_view p : parts) {
+    if (p.empty() || p.size() > 128) return Object();
+  }
+  auto same = [](Object o, bool ok) { return ok ? o : Object(); };
+  if (parts.size() == 2 && parts[0] == "Tensor") {
+    if (!Identifier(parts[1])) return Object();
+    // The method torch.Tensor resolves (no Python override), defined in C
+    // on TensorBase.
+    Object m = Attr(TorchPath("Tensor").get(), std::string(parts[1]).c_str());
+    return same(m, m && Py_TYPE(m.get()) == &PyMethodDescr_Type &&
+                       Attr(m.get(), "__objclass__").get() == TorchPath("_C.TensorBase").get());
+  }
+  if (parts.size() < 2 || parts[0] != "torch") return Object();
+  for (const char* excluded : kNotOperators) {
+    if (std::find(parts.begin(), parts.end(), excluded) != parts.end()) return Object();
+  }
+  for (size_t i = 1; i < parts.size(); ++i) {
+    // Module names start with "_"; an operator's own name may (torch._shape_as_tensor).
+    if (!Identifier(parts[i])) return Object();
+  }
+  if (parts.size() == 2) {
+    Object f = Attr(TorchPath("_C._VariableFunctions").get(), std::string(parts[1]).c_str());
+    return same(f, f && PyCFunction_Check(f.get()));
+  }
+  if (parts.size() == 4 && parts[1] == "_C") {
+    for (const char* module : kOperatorModules) {
+      if (absl::StrCat("_C.", parts[2]) != module) continue;
+      Object f = Attr(TorchPath(module).get(), std::string(parts[3]).c_str());
+      return same(f, f && PyCFunction_Check(f.get()));
+    }
+    return Object();
+  }
+  if ((parts.size() == 4 || parts.size() == 5) && parts[1] == "ops" && parts[2] == "aten") {
+    Object packet = Attr(TorchPath("ops.aten").get(), std::string(parts[3]).c_str());
+    if (!packet || !IsInstanceOfPath(packet.get(), "_ops.OpOverloadPacket")) return Object();
+    if (parts.size() == 4) return packet;
+    Object overload = Attr(packet.get(), std::string(parts[4]).c_str());
+    return same(overload, overload && IsInstanceOfPath(overload.get(), "_ops.OpOverload"));
+  }
+  return Object();
+}
+
+std::optional<std::string> TorchOperatorName(PyObject* fn) {
+  auto name_of = [](PyObject* o, const char* attr) -> std::string {
+    Object n = Attr(o, attr);
+    return n && PyUnicode_Check(n.get()) ? python::AsString(n).value_or("") : "";
+  };
+  std::string candidate;
+  if (PyCFunction_Check(fn)) {
+    const std::string name = name_of(fn, "__name__");
+    if (Attr(TorchPath("_C._VariableFunctions").get(), name.c_str()).get() == fn) {
+      candidate = absl::StrCat("torch.", name);
+    } else {
+      for (const char* module : kOperatorModules) {
+        if (Attr(TorchPath(module).get(), name.c_str()).get() == fn) candidate = absl::StrCat("torch.", module, ".", name);
+      }
+    }
+  } else if (Py_TYPE(fn) == &PyMethodDescr_Type) {
+    candidate = absl::StrCat("Tensor.", name_of(fn, "__name__"));
+  } else if (IsInstanceOfPath(fn, "_ops.OpOverloadPacket")) {
+    const std::string q = name_of(fn, "_qualified_op_name");
+    if (absl::StartsWith(q, "aten::")) candidate = absl::StrCat("torch.ops.aten.", q.substr(6));
+  } else if (IsInstanceOfPath(fn, "_ops.OpOverload")) {
+    Object packet = Attr(fn, "overloadpacket");
+    const std::string q = packet ? name_of(packet.get(), "_qualified_op_name") : "";
+    if (absl::StartsWith(q, "aten::")) {
+      candidate = absl::StrCat("torch.ops.aten.", q.substr(6), ".", name_of(fn, "_overloadname"));
+    }
+  }
+  PyErr_Clear();
+  // The name must lead back to this very object by the same rule.
+  if (candidate.empty() || TorchOperator(candidate).get() != fn) return std::nullopt;
+  return candidate;
+}
 
 absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Value>& args,
                                      const std::vector<ops::Kwarg>& kwargs, const MetaOptions& options) {
   Inputs inputs;
+  inputs.offset_storage = options.offset_storage;
   std::vector<Object> py_args;
   for (const ops::Value& a : args) {
     absl::StatusOr<Object> o = ToPython(a, inputs);
@@ -273,7 +414,21 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
   absl::StatusOr<Object> result;
   {
     GradMode mode(options.grad_enabled);
+    // Without tensor arguments a factory would allocate (and draw random
+    // numbers) for real on the default device: torch.device("meta") as a
+    // context makes it a meta tensor.
+    Object meta_device;
+    if (inputs.tensors.empty()) {
+      absl::StatusOr<Object> d = python::Call(Torch("device"), {python::FromString("meta")});
+      if (!d.ok()) return d.status();
+      if (!python::CallMethod(*d, "__enter__").ok()) return python::FetchError("entering torch.device('meta')");
+      meta_device = *d;
+    }
     result = CallWithKeywords(fn, py_args, py_kwargs);
+    if (meta_device) {  // the call's error, if any, is already in `result`
+      Object none = python::None();
+      if (!python::CallMethod(meta_device, "__exit__", {none, none, none}).ok()) PyErr_Clear();
+    }
   }
   if (!result.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("on meta tensors it raises ", result.status().message()));
@@ -283,18 +438,29 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
     Object version = Attr(t.meta.get(), "_version");
     if (version && t.version && PyObject_RichCompareBool(version.get(), t.version.get(), Py_NE) == 1) {
       call.mutates_input = true;
-      absl::StatusOr<ops::TensorMeta> after = TensorMetaOf(t.meta.get(), inputs);
-      if (!after.ok() || after->sizes != t.before.sizes || after->dtype != t.before.dtype ||
-          after->requires_grad != t.before.requires_grad ||
-          (t.before.has_strides() && after->strides != t.before.strides)) {
-        call.changes_input_metadata = true;
-      }
+    }
+    // Every input, moved version or not: requires_grad_() and detach_()
+    // change metadata without a version bump.
+    absl::StatusOr<ops::TensorMeta> after = TensorMetaOf(t.meta.get(), inputs);
+    if (!after.ok() || after->sizes != t.before.sizes || after->dtype != t.before.dtype ||
+        after->requires_grad != t.before.requires_grad ||
+        (t.before.has_strides() && after->strides != t.before.strides)) {
+      call.mutates_input = call.changes_input_metadata = true;
     }
     PyErr_Clear();
   }
   absl::StatusOr<ops::Value> value = FromPython(*result, inputs);
   if (!value.ok()) return value.status();
   call.result = *std::move(value);
+  if (PyTuple_Check(result->get()) && !PyTuple_CheckExact(result->get())) {
+    // A structseq (torch.return_types.*) names its fields in __match_args__.
+    absl::StatusOr<std::vector<Object>> names =
+        python::AsVector(Attr(reinterpret_cast<PyObject*>(Py_TYPE(result->get())), "__match_args__"));
+    if (names.ok()) {
+      for (const Object& n : *names) call.fields.push_back(python::AsString(n).value_or(""));
+    }
+    PyErr_Clear();
+  }
   return call;
 }
 

@@ -252,6 +252,13 @@ class Translator {
   absl::StatusOr<VarPtr> CallConstantResult(const VarPtr& fn, const std::string& name,
                                             const std::vector<VarPtr>& args, const Kwargs& kwargs);
 
+  // --- torch operators without a registry entry (op_fallback.cc) ---
+  // `op` is TorchOperator(target): the node's metadata comes from torch's
+  // meta kernels; what meta cannot know is a graph break.
+  absl::StatusOr<VarPtr> CallOpOnMeta(const python::Object& op, const std::string& target, ir::Node::Kind kind,
+                                      const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw,
+                                      const std::vector<VarPtr>& args, const Kwargs& kwargs);
+
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);
   absl::StatusOr<VarPtr> CallBuiltin(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

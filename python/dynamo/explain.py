@@ -100,8 +100,11 @@ class ExplainOutput:
     """What one call of a function made: graphs (torch.fx.GraphModules, in
     the order the backend got them), graph_count, graph_break_count,
     break_reasons ([BreakReason]), op_count, ops_per_graph (per graph, the
-    targets of its call nodes), out_guards ([Guard] over every capture) and
-    compile_times (seconds: the whole explained call, captures included)."""
+    targets of its call nodes), inferred_on_meta (per graph, the targets of
+    the nodes whose metadata came from torch's meta kernels because the op
+    registry has no entry for them), out_guards ([Guard] over every
+    capture) and compile_times (seconds: the whole explained call, captures
+    included)."""
 
     def __init__(self, graphs, break_reasons, out_guards, compile_times):
         self.graphs = graphs
@@ -110,12 +113,19 @@ class ExplainOutput:
         self.graph_break_count = len(break_reasons)
         self.ops_per_graph = [[n.target for n in gm.graph.nodes if n.op in _OPS] for gm in graphs]
         self.op_count = sum(len(ops) for ops in self.ops_per_graph)
+        self.inferred_on_meta = [[n.meta["dynamo_inferred_on_meta"] for n in gm.graph.nodes
+                                  if n.op in _OPS and n.meta.get("dynamo_inferred_on_meta")] for gm in graphs]
         self.out_guards = out_guards
         self.compile_times = compile_times
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
                  f"Op Count: {self.op_count}"]
+        inferred = [t for ops in self.inferred_on_meta for t in ops]
+        if inferred:
+            names = ", ".join(sorted(set(inferred)))
+            lines.append(f"Ops Inferred on Meta: {len(inferred)} of {self.op_count} "
+                         f"(no op-registry entry; torch's meta kernels): {names}")
         if self.break_reasons:
             lines.append("Break Reasons:")
             for i, b in enumerate(self.break_reasons, 1):
@@ -126,7 +136,8 @@ class ExplainOutput:
         lines.append("Ops per Graph:")
         for i, gm in enumerate(self.graphs, 1):
             lines.append(f"  Ops {i}:")
-            lines.extend(f"    {_target_name(n)}" for n in gm.graph.nodes if n.op in _OPS)
+            lines.extend(f"    {_target_name(n)}" + ("  (inferred on meta)" if n.meta.get("dynamo_inferred_on_meta") else "")
+                         for n in gm.graph.nodes if n.op in _OPS)
         lines.append("Out Guards:")
         lines.extend(f"  {g}" for g in self.out_guards)
         if self.compile_times is not None:

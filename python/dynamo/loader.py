@@ -17,7 +17,9 @@ Names are checked and call targets looked up in the registry's list
 load_program runs code a capture carries, and only with trusted=True.
 """
 import os
+import re
 import stat
+import types
 
 import torch
 import torch.fx
@@ -42,6 +44,88 @@ _MEMORY_FORMATS = {
     ir.MEMORY_FORMAT_CHANNELS_LAST_3D: torch.channels_last_3d,
     ir.MEMORY_FORMAT_PRESERVE: torch.preserve_format,
 }
+
+
+# Torch operators a node flagged inferred_on_meta may name (the rule of
+# lib/trace/meta_fallback.h): each name resolves in one fixed namespace, one
+# identifier at a time, and the object must be an operator of that
+# namespace's kind; nothing else a file names is looked up.
+_OPERATOR_MODULES = {"_nn": torch._C._nn, "_linalg": torch._C._linalg, "_fft": torch._C._fft,
+                     "_special": torch._C._special}
+# Bindings whose effect leaves the tensors (files, printing): never a target.
+_NOT_OPERATORS = frozenset({"from_file", "save", "_print"})
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+
+
+def _plain(part):
+    return bool(_PLAIN.match(part)) and not (part.startswith("__") and part.endswith("__"))
+
+
+def torch_operator(text):
+    """What a fallback node's target names: the builtin or OpOverload(Packet)
+    for a function target, the method name for "Tensor.<name>"; None when
+    the text names no torch operator."""
+    parts = text.split(".")
+    if len(text) > trust.MAX_NAME_LENGTH or len(parts) < 2 or not all(_plain(p) for p in parts[1:]):
+        return None
+    if parts[0] == "Tensor" and len(parts) == 2:
+        m = getattr(torch.Tensor, parts[1], None)
+        ok = isinstance(m, types.MethodDescriptorType) and m.__objclass__ is torch._C.TensorBase
+        return parts[1] if ok else None
+    if parts[0] != "torch" or _NOT_OPERATORS.intersection(parts):
+        return None
+    if len(parts) == 2:
+        f = getattr(torch._C._VariableFunctions, parts[1], None)
+        return f if isinstance(f, types.BuiltinFunctionType) else None
+    if len(parts) == 4 and parts[1] == "_C" and parts[2] in _OPERATOR_MODULES:
+        f = getattr(_OPERATOR_MODULES[parts[2]], parts[3], None)
+        return f if isinstance(f, types.BuiltinFunctionType) else None
+    if len(parts) in (4, 5) and parts[1] == "ops" and parts[2] == "aten":
+        try:
+            op = getattr(torch.ops.aten, parts[3])
+            if not isinstance(op, torch._ops.OpOverloadPacket):
+                return None
+            if len(parts) == 5:
+                op = getattr(op, parts[4])
+                if not isinstance(op, torch._ops.OpOverload):
+                    return None
+            return op
+        except (AttributeError, RuntimeError):
+            return None
+    return None
+
+
+_SHADOWED = {}
+
+
+def _unshadowed(op):
+    """FX prints a torch builtin as torch.<name>, and for a few (torch.functional's
+    broadcast_tensors, meshgrid, ...) that name is a Python wrapper with
+    another signature: the graph calls the builtin through a function of
+    ours, which FX keeps as an object."""
+    if getattr(torch, op.__name__, None) is op:
+        return op
+    if op.__name__ not in _SHADOWED:
+        def call(*args, **kwargs):
+            return op(*args, **kwargs)
+        call.__name__ = call.__qualname__ = f"_VF_{op.__name__}"
+        _SHADOWED[op.__name__] = call
+    return _SHADOWED[op.__name__]
+
+
+def _operator_target(text, what):
+    op = torch_operator(text)
+    if op is None or isinstance(op, str):
+        raise CaptureError(f"{what}: call target {trust.show(text)} is no torch operator "
+                           "(a node inferred on meta names one)")
+    return _unshadowed(op) if text.count(".") == 1 else op
+
+
+def _operator_method(text, what):
+    name = torch_operator(text) if text.startswith("Tensor.") else None
+    if name is None:
+        raise CaptureError(f"{what}: method target {trust.show(text)} is no Tensor method that is a torch operator")
+    return name
 
 
 def read_capture(path):
@@ -311,12 +395,15 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             if allowed is None and node.target.startswith("allow_in_graph."):
                 raise CaptureError(f"{what}: call target {trust.show(node.target)} is a function put in the graph "
                                    "by dynamo.allow_in_graph: only the live capture that made it can call it")
-            fx_node = graph.call_function(allowed if allowed is not None else trust.call_target(node.target, what),
-                                          args, kwargs)
+            if allowed is None:
+                allowed = (_operator_target(node.target, what) if node.inferred_on_meta
+                           else trust.call_target(node.target, what))
+            fx_node = graph.call_function(allowed, args, kwargs)
         elif node.kind == ir.Node.CALL_METHOD:
             if not args:
                 raise CaptureError(f"{what}: a method call without its object")
-            fx_node = graph.call_method(trust.method(node.target, what), args, kwargs)
+            fx_node = graph.call_method(_operator_method(node.target, what) if node.inferred_on_meta
+                                        else trust.method(node.target, what), args, kwargs)
         elif node.kind == ir.Node.OUTPUT:
             graph.output(args[0] if len(args) == 1 else args)
             done = True
@@ -327,6 +414,8 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             # modules to call.
             raise CaptureError(f"{what}: node kind {_kind_name(node.kind)} is not one libdynamo writes")
         fx_node.name = node.name
+        if node.inferred_on_meta:
+            fx_node.meta["dynamo_inferred_on_meta"] = node.target  # the canonical name
         kind = node.meta.WhichOneof("kind")
         if kind == "tensor":
             fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what)

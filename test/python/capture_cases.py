@@ -113,6 +113,18 @@ def metadata(x):
     return out, x.size(), x.ndim
 
 
+# --- torch operators without an op-registry entry: metadata from meta kernels -----
+def fallback_ops(x, y):
+    a = torch.outer(x, y)                      # a builtin of torch
+    v, i = torch.kthvalue(a, 2, dim=1)         # torch.return_types, by field too
+    b = torch.repeat_interleave(x, 2) * x.element_size()
+    if torch.is_complex(x) or torch.promote_types(x.dtype, torch.float64) != torch.float64:
+        b = b + 1                              # Python values of guarded metadata
+    c = a.logcumsumexp(1)                      # a Tensor method
+    d = torch.ops.aten.cummax.default(a, 0)   # an aten overload
+    return a, v + 1, i, b, c, d[0], torch.kron(x, y), torch.kthvalue(a, 1).indices
+
+
 def branch_on_dtype(x):
     if x.dtype == torch.float64:
         return x - 1
@@ -546,6 +558,7 @@ I = lambda *s: r(*s, dtype=torch.int64)  # noqa: E731
 
 CASES = [
     ("arith", ["f32[3,3]", "f32[3,3]"], lambda: (r(3, 3), r(3, 3))),
+    ("fallback_ops", ["f32[3]", "f32[4]"], lambda: (r(3), r(4))),
     ("int_arith", ["i64[4]", "i64[4]"], lambda: (I(4), I(4))),
     ("compare", ["f32[5]", "f32[5]"], lambda: (r(5), r(5))),
     ("torch_fns", ["f32[2,3]"], lambda: (r(2, 3),)),

@@ -453,6 +453,63 @@ def attribute_protocol_with_super_in_eager_frames():
 
 
 @minimal
+def issue15_ops_without_registry_entry():
+    """Torch operators the op registry lacks, inferred by torch's meta kernels:
+    one graph each, equal to eager; random ones draw eager's random numbers
+    (the meta run draws none); an in-place one updates the input as eager
+    does; data-dependent and value-reading ones stay breaks (equal to eager)."""
+    import torch.nn.functional as F
+
+    def nn_linalg(x, t, y):
+        loss = F.cross_entropy(x, t, label_smoothing=0.1)
+        a, b = torch.broadcast_tensors(x[:, :1], y)
+        return loss, torch.linalg.vector_norm(x, dim=1), torch.fft.rfft(y).abs(), a * b, torch.special.erfcx(y)
+
+    def random_ops(p):
+        return torch.bernoulli(p), torch.poisson(p * 3), torch.multinomial(p, 2), p.clone().exponential_()
+
+    def in_place(x):
+        x.logit_(eps=0.1)
+        return x * 2
+
+    def data_dependent(x, t):
+        return torch.bincount(t), x.sum() + torch.equal(x, x), torch.masked_select(x, x > 0)
+
+    def requires_grad_in_place(x):
+        y = x * 2
+        y.requires_grad_()  # no version bump: the trace's y would keep requires_grad False
+        return (y + 1 if y.requires_grad else y - 1).detach()
+
+    ok = check("fallback_requires_grad_", requires_grad_in_place, [(torch.ones(3),)])
+    ok &= check("fallback_nn_linalg", nn_linalg, [(torch.randn(3, 4), torch.tensor([0, 3, 1]), torch.randn(4))],
+               expect_graphs=1)
+    opt_in_place = dynamo.optimize("eager")(in_place)
+    for _ in range(2):
+        x = torch.rand(5)
+        a, b = x.clone(), x.clone()
+        if not same(in_place(a), opt_in_place(b)) or not torch.equal(a, b):
+            FAILURES.append(f"fallback_in_place: eager {a!r:.80} optimized {b!r:.80}")
+            ok = False
+    ok &= check("fallback_breaks", data_dependent, [(torch.randn(4), torch.tensor([1, 1, 3]))])
+    counter = Counter()
+    opt = dynamo.optimize(counter)(random_ops)
+    p = torch.rand(3, 4)
+    for _ in range(2):  # the capture, then the cached graph
+        torch.manual_seed(0)
+        eager = random_ops(p)
+        torch.manual_seed(0)
+        got = opt(p)
+        if not same(eager, got) or not torch.equal(torch.randn(3), (torch.manual_seed(0), random_ops(p),
+                                                                    torch.randn(3))[2]):
+            FAILURES.append(f"fallback_random: eager {eager!r:.120} optimized {got!r:.120}")
+            ok = False
+    if counter.graphs != 1:
+        FAILURES.append(f"fallback_random: {counter.graphs} captures, expected 1")
+        ok = False
+    return ok
+
+
+@minimal
 def issue22_wrong_constants():
     def callables(x):
         f = lambda: 1  # noqa: E731

@@ -1446,3 +1446,175 @@ def _pad(name):
         for pad in [(1, 1), (1, 2, 3, 4), (0, 0), (-1, 0), (-2, -2), (1,), (1, 1, 1, 1, 1, 1), (2, -1, -1, 0)]:
             yield (x, pad), {}
         yield (x, (1, 1)), {"value": 2.0}
+
+
+# ------------------------------------------- ops without a registry entry
+# Torch operators the op registry has no entry for, whose metadata the
+# translator asks torch's meta kernels for (lib/trace/meta_fallback.h). Each
+# name is its canonical one; the C++ test resolves it by the operator rule
+# and must find the object resolve_operator() finds here.
+FALLBACK = {}
+
+
+def fallback(*names):
+    def deco(fn):
+        for n in names:
+            FALLBACK[n] = fn
+        return fn
+    return deco
+
+
+def resolve_operator(name):
+    root, *rest = name.split(".")
+    obj = torch.Tensor if root == "Tensor" else torch
+    if root == "torch" and len(rest) == 1:  # torch.<op>: the binding, not a Python wrapper of torch.functional
+        obj = torch._C._VariableFunctions
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+def run_operator_case(name, args, kwargs):
+    real_args = materialize(args)
+    real_kwargs = {k: materialize(v) for k, v in kwargs.items()}
+    enc_args = [encode(a) for a in real_args]
+    enc_kwargs = [(k, encode(v)) for k, v in real_kwargs.items()]
+    try:
+        torch.manual_seed(0)
+        expected = encode(resolve_operator(name)(*real_args, **real_kwargs))
+    except Exception as e:  # torch's rejection is the expected result
+        expected = ("error", type(e).__name__, str(e).split("\n")[0][:300])
+    return (name, enc_args, enc_kwargs, expected)
+
+
+def generate_fallback():
+    """Every fallback case: (name, args, kwargs, torch's result), like generate()."""
+    cases = []
+    for name, g in FALLBACK.items():
+        for args, kwargs in g(name):
+            cases.append(run_operator_case(name, args, kwargs))
+    return cases
+
+
+@fallback("torch.outer", "Tensor.outer", "torch.ops.aten.outer.default", "torch.ger")
+def _outer(name):
+    for a, b in [((3,), (4,)), ((0,), (2,)), ((1,), (1,)), ((2, 3), (4,))]:
+        for da, db in [(torch.float32, torch.float32), (torch.int64, torch.float16), (torch.bool, torch.int32)]:
+            yield (T(*a, dtype=da), T(*b, dtype=db)), {}
+    yield (T(4, layout="strided"), T(3, requires_grad=True)), {}
+
+
+@fallback("torch.kron")
+def _kron(name):
+    for a, b in [((2, 3), (3, 1)), ((2,), (3, 2)), ((2, 1, 2), (3,)), ((0, 2), (2, 2))]:
+        yield (T(*a), T(*b, dtype=torch.float64)), {}
+    yield (T(2, 3, layout="transposed"), T(2, 2)), {}
+
+
+@fallback("torch.kthvalue", "Tensor.kthvalue")
+def _kthvalue(name):
+    for x in layouts(3, 4):
+        yield (x, 2), {"dim": 1}
+        yield (x, 1, 0), {"keepdim": True}
+        yield (x, 5), {"dim": 1}                    # k past the dimension: raises
+    yield (T(5, dtype=torch.int64), 3), {}
+    yield (T(), 1), {}
+
+
+@fallback("Tensor.logcumsumexp", "torch.logcumsumexp", "torch.cummax", "torch.cummin")
+def _scan_fallback(name):
+    for x in list(layouts(3, 4)) + [T(5, dtype=torch.float64), T(2, 0)]:
+        for dim in (0, -1):
+            yield (x, dim), {}
+    yield (T(3, 4), 2), {}                          # dim out of range: raises
+    if "cum" in name:
+        yield (T(3, 4, dtype=torch.int64), 1), {}
+
+
+@fallback("torch.repeat_interleave", "Tensor.repeat_interleave")
+def _repeat_interleave(name):
+    for x in [T(3), T(2, 3), T(2, 3, layout="transposed"), T(0, 2)]:
+        yield (x, 2), {}
+        yield (x, 3), {"dim": 0}
+    yield (T(3), T(3, dtype=torch.int64, values=lambda s: torch.tensor([1, 2, 0]))), {"output_size": 3}
+    yield (T(2, 3), T(3, dtype=torch.int64, values=lambda s: torch.tensor([2, 2, 1]))), {"dim": 1, "output_size": 5}
+
+
+@fallback("torch._shape_as_tensor")
+def _shape_as_tensor(name):
+    for x in [T(2, 3), T(), T(0, 5, 1, dtype=torch.int32)]:
+        yield (x,), {}
+
+
+@fallback("torch.broadcast_tensors")
+def _broadcast_tensors(name):
+    for shapes in [[(3, 1), (4,)], [(2, 3), (2, 3), ()], [(1,), (0,)], [(2, 3), (4,)]]:
+        yield ([T(*s) for s in shapes],), {}
+
+
+@fallback("torch._C._nn.cross_entropy_loss")
+def _cross_entropy_loss(name):
+    target = T(3, dtype=torch.int64, values=lambda s: torch.tensor([0, 3, 1]))
+    for reduction in (0, 1, 2):
+        yield (T(3, 4), target, None, reduction, -100, 0.0), {}
+    yield (T(3, 4, dtype=torch.float64, requires_grad=True), target), {}
+    yield (T(3, 4), T(3, 4)), {}                    # probabilities as the target
+    yield (T(3, 4), T(2, dtype=torch.int64)), {}    # batch sizes differ: raises
+
+
+@fallback("torch._C._linalg.linalg_vector_norm")
+def _vector_norm(name):
+    for x in list(layouts(3, 4)) + [T(5, dtype=torch.float64), T(2, 3, dtype=torch.complex64)]:
+        yield (x,), {}
+        yield (x, 1, [0]), {"keepdim": True}
+        yield (x, float("inf"), -1), {}
+    yield (T(3, dtype=torch.int64),), {}            # integer input: raises
+
+
+@fallback("torch._C._fft.fft_rfft", "torch._C._fft.fft_fft")
+def _fft(name):
+    for x in [T(8), T(3, 6), T(3, 6, layout="transposed"), T(4, dtype=torch.float64)]:
+        yield (x,), {}
+        yield (x,), {"n": 10, "dim": 0}
+
+
+@fallback("torch._C._special.special_erfcx", "torch._C._special.special_xlog1py", "torch.logaddexp",
+          "torch.hypot", "torch.heaviside")
+def _binary_fallback(name):
+    unary = name.endswith("erfcx")
+    for a, b in BROADCAST_PAIRS[:6]:
+        for d in (torch.float32, torch.float64, torch.int64):
+            if unary:
+                yield (T(*a, dtype=d),), {}
+            else:
+                yield (T(*a, dtype=d), T(*b, dtype=torch.float32 if name.endswith("heaviside") else d)), {}
+
+
+@fallback("torch.searchsorted", "torch.bucketize")
+def _search(name):
+    for values in [T(2, 3), T(4), T()]:
+        if name.endswith("bucketize"):
+            yield (values, T(5)), {}
+            yield (values, T(5)), {"out_int32": True}
+        else:
+            yield (T(5), values), {}
+            yield (T(5), values), {"right": True, "out_int32": True}
+    if name.endswith("searchsorted"):
+        yield (T(2, 5), T(2, 3)), {}
+        yield (T(2, 5), T(3, 3)), {}                # leading dims differ: raises
+
+
+@fallback("torch.aminmax", "torch.nanmean", "torch.count_nonzero")
+def _reduce_fallback(name):
+    for x in list(layouts(3, 4)) + [T(2, 0, 3)]:
+        yield (x,), {} if name.endswith("count_nonzero") else {"dim": 1}
+        yield (x,), {"dim": 0, "keepdim": True} if not name.endswith("count_nonzero") else {"dim": 0}
+
+
+@fallback("torch.diag_embed", "torch.rot90", "torch.trapz", "torch.frexp", "Tensor.element_size", "torch.is_complex")
+def _misc_fallback(name):
+    for x in list(layouts(3, 4)) + [T(2, 3, 4, dtype=torch.float64), T(5, dtype=torch.float16)]:
+        yield (x,), {}
+    if name.endswith("rot90"):
+        yield (T(3, 4, 5), 3, [0, 2]), {}
+        yield (T(3, 4), 1, [0, 0]), {}              # the same dimension twice: raises

@@ -315,6 +315,41 @@ class CaptureIsData(unittest.TestCase):
                 loader.to_graph_module(c)
             self.assertIn(f"node add: call target '{target}'", str(e.exception))
 
+    def test_targets_of_nodes_inferred_on_meta(self):
+        """A node flagged inferred_on_meta names a torch operator by the rule of
+        lib/trace/meta_fallback.h: one fixed namespace, one identifier, and
+        an ATen binding there; file and print bindings, Python functions,
+        other namespaces and attribute walks are refused."""
+        for target in ("torch.os.system", "torch.load", "torch.from_file", "torch._print", "torch.save",
+                       "torch.ops.aten.save", "torch.ops.aten.from_file.default", "torch.ops.mylib.foo",
+                       "torch.broadcast_tensors.__call__", "torch._C._nn.__class__", "torch._C.os.system",
+                       "torch._C._nn.os", "torch.functional.broadcast_tensors", "torch.nn.functional.relu",
+                       "torch.ops.aten.__getattr__", "torch.ops.aten.outer.__call__", "torch.Tensor.add",
+                       "torch.ops.aten.outer.default.default", "Tensor.add", "torch", "builtins.exec",
+                       "torch.ops.aten.outer.default.__globals__"):
+            c = base_capture()
+            n = node(c, "add")
+            n.target, n.inferred_on_meta = target, True
+            with watched(self, self.scratch.dir), self.assertRaises(CaptureError) as e:
+                loader.to_graph_module(c)
+            self.assertIn(f"node add: call target '{target}' is no torch operator", str(e.exception))
+        for method in ("Tensor.register_hook", "Tensor.__reduce_ex__", "Tensor.relu.__globals__", "Tensor.storage",
+                       "Tensor.split", "relu", "torch.relu"):
+            c = base_capture()
+            n = node(c, "relu")
+            n.target, n.inferred_on_meta = method, True
+            with watched(self, self.scratch.dir), self.assertRaises(CaptureError) as e:
+                loader.to_graph_module(c)
+            self.assertIn("node relu: method target", str(e.exception))
+        # Operators do load: the graph is the same computation.
+        for target in ("torch.add", "torch.ops.aten.add", "torch.ops.aten.add.Tensor"):
+            c = base_capture()
+            n = node(c, "add")
+            n.target, n.inferred_on_meta = target, True
+            with watched(self, self.scratch.dir):
+                got = loader.to_graph_module(c)(self.x)
+            self.assertTrue(torch.equal(got, torch.relu(self.x + 2 * torch.ones(2, 3))), target)
+
     def test_method_outside_the_allowlist(self):
         for method in ("Tensor.register_hook", "Tensor.__reduce_ex__", "Tensor.numpy",
                        "Tensor.relu.__globals__", "Tensor.tolist", "relu"):
