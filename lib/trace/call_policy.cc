@@ -215,25 +215,9 @@ absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::stri
                               ", which is no graph value"),
                  hint);
   }
-  std::vector<ir::Argument> pb_args;
-  std::vector<ir::KeywordArgument> pb_kwargs;
-  for (const VarPtr& a : args) {
-    absl::StatusOr<ir::Argument> arg = ToArgument(a);
-    if (!arg.ok()) return arg.status();
-    pb_args.push_back(*std::move(arg));
-  }
-  for (const auto& [key, a] : kwargs) {
-    absl::StatusOr<ir::Argument> arg = ToArgument(a);
-    if (!arg.ok()) return arg.status();
-    ir::KeywordArgument k;
-    k.set_name(key);
-    *k.mutable_value() = *std::move(arg);
-    pb_kwargs.push_back(std::move(k));
-  }
-  absl::StatusOr<ir::ValueMeta> meta = ops::ToValueMeta(call->result);
-  if (!meta.ok()) return meta.status();
-  std::string node = graph_.AddCall(ir::Node::CALL_FUNCTION, target, std::move(pb_args), std::move(pb_kwargs),
-                                    *std::move(meta), CurrentLocation());
+  absl::StatusOr<std::string> added = AddCallNode(ir::Node::CALL_FUNCTION, target, args, kwargs, call->result);
+  if (!added.ok()) return added.status();
+  const std::string& node = *added;
   return NewVarFromResult(node, call->result);
 }
 

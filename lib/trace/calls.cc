@@ -615,25 +615,9 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   if (!HasTensor(*result) && !(entry->tags() & (ops::kInplace | ops::kRandom))) {
     return FromValue(*result);  // metadata-only results: Tensor.dim(), Tensor.size()
   }
-  std::vector<ir::Argument> pb_args;
-  std::vector<ir::KeywordArgument> pb_kwargs;
-  for (const VarPtr& a : args) {
-    absl::StatusOr<ir::Argument> arg = ToArgument(a);
-    if (!arg.ok()) return arg.status();
-    pb_args.push_back(*std::move(arg));
-  }
-  for (const auto& [name, a] : kwargs) {
-    absl::StatusOr<ir::Argument> arg = ToArgument(a);
-    if (!arg.ok()) return arg.status();
-    ir::KeywordArgument k;
-    k.set_name(name);
-    *k.mutable_value() = *std::move(arg);
-    pb_kwargs.push_back(std::move(k));
-  }
-  absl::StatusOr<ir::ValueMeta> meta = ops::ToValueMeta(*result);
-  if (!meta.ok()) return meta.status();
-  std::string node = graph_.AddCall(kind, target, std::move(pb_args), std::move(pb_kwargs),
-                                    *std::move(meta), CurrentLocation());
+  absl::StatusOr<std::string> added = AddCallNode(kind, target, args, kwargs, *result);
+  if (!added.ok()) return added.status();
+  const std::string& node = *added;
   absl::StatusOr<VarPtr> out = NewVarFromResult(node, *result);
   if (out.ok() && (*out)->kind == VarKind::kTuple) (*out)->fields = ReturnFields(target, (*out)->items.size());
   // An in-place op returns its first argument: the same tensor object.
@@ -2092,6 +2076,30 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
   result.code = top_code_;
   result.globals = top_globals_;
   return result;
+}
+
+absl::StatusOr<std::string> Translator::AddCallNode(ir::Node::Kind kind, const std::string& target,
+                                                const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                                                const ops::Value& result) {
+  std::vector<ir::Argument> pb_args;
+  std::vector<ir::KeywordArgument> pb_kwargs;
+  for (const VarPtr& a : args) {
+    absl::StatusOr<ir::Argument> arg = ToArgument(a);
+    if (!arg.ok()) return arg.status();
+    pb_args.push_back(*std::move(arg));
+  }
+  for (const auto& [name, a] : kwargs) {
+    absl::StatusOr<ir::Argument> arg = ToArgument(a);
+    if (!arg.ok()) return arg.status();
+    ir::KeywordArgument k;
+    k.set_name(name);
+    *k.mutable_value() = *std::move(arg);
+    pb_kwargs.push_back(std::move(k));
+  }
+  absl::StatusOr<ir::ValueMeta> meta = ops::ToValueMeta(result);
+  if (!meta.ok()) return meta.status();
+  return graph_.AddCall(kind, target, std::move(pb_args), std::move(pb_kwargs), *std::move(meta),
+                        CurrentLocation());
 }
 
 absl::Status Translator::WillMutate(const VarPtr& container, absl::string_view how) {

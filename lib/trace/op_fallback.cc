@@ -158,25 +158,9 @@ absl::StatusOr<VarPtr> Translator::CallOpOnMeta(const Object& op, const std::str
     // A Python value of guarded metadata or of constants: a constant.
     if (!call->mutates_input) return FromValue(call->result);
   }
-  std::vector<ir::Argument> pb_args;
-  std::vector<ir::KeywordArgument> pb_kwargs;
-  for (const VarPtr& a : args) {
-    absl::StatusOr<ir::Argument> arg = ToArgument(a);
-    if (!arg.ok()) return arg.status();
-    pb_args.push_back(*std::move(arg));
-  }
-  for (const auto& [name, a] : kwargs) {
-    absl::StatusOr<ir::Argument> arg = ToArgument(a);
-    if (!arg.ok()) return arg.status();
-    ir::KeywordArgument k;
-    k.set_name(name);
-    *k.mutable_value() = *std::move(arg);
-    pb_kwargs.push_back(std::move(k));
-  }
-  absl::StatusOr<ir::ValueMeta> meta = ops::ToValueMeta(call->result);
-  if (!meta.ok()) return meta.status();
-  std::string node = graph_.AddCall(kind, target, std::move(pb_args), std::move(pb_kwargs), *std::move(meta),
-                                    CurrentLocation());
+  absl::StatusOr<std::string> added = AddCallNode(kind, target, args, kwargs, call->result);
+  if (!added.ok()) return added.status();
+  const std::string& node = *added;
   graph_.MarkLastInferredOnMeta();
   absl::StatusOr<VarPtr> out = NewVarFromResult(node, call->result);
   if (out.ok() && (*out)->kind == VarKind::kTuple) (*out)->fields = call->fields;

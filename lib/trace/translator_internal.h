@@ -309,6 +309,11 @@ class Translator {
   // replayed after the graph (MarkMutated), or, where breaks are not
   // allowed, a SIDE_EFFECT break naming `how` ("append()", "+=").
   absl::Status WillMutate(const VarPtr& container, absl::string_view how);
+  // One call node for `target` on the trackers `args`/`kwargs` whose output
+  // is `result` (from the registry or a meta run): its name.
+  absl::StatusOr<std::string> AddCallNode(ir::Node::Kind kind, const std::string& target,
+                                          const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                                          const ops::Value& result);
   // list += iterable, list *= int: in place (`name` is "iadd" or "imul").
   absl::StatusOr<VarPtr> ListInPlace(const std::string& name, const VarPtr& list, const VarPtr& other);
   // The result of a trace that stopped (or returned with effects): the graph
