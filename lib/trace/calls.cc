@@ -2,6 +2,7 @@
 // of the Translator that decides what each Python value *is* (translator.cc
 // runs the opcodes).
 #include <Python.h>
+#include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -146,12 +147,28 @@ std::string AttributeTarget(const Source& source) {
   }
   std::string root = s->name();
   std::string path = s->kind() == Source::Kind::kLocal && root == "self" ? "" : "_" + root;
+  // A path the loader can walk has plain names and child indices only; one
+  // through anything else (a closure cell: "f.__closure__.0.cell_contents",
+  // a dict key with a dot) becomes one flat name.
+  bool walkable = true;
+  for (std::string& part : parts) {
+    for (char& c : part) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) c = '_';
+    }
+    const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
+    const bool dunder = part.size() > 4 && absl::StartsWith(part, "__") && absl::EndsWith(part, "__");
+    if (part.empty() || dunder || (!index && std::isdigit(static_cast<unsigned char>(part[0])))) walkable = false;
+  }
+  const char* sep = walkable ? "." : "_";
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    path += path.empty() ? *it : "." + *it;
+    path += path.empty() ? *it : sep + *it;
   }
   for (char& c : path) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) c = '_';
   }
+  if (!walkable && absl::StartsWith(path, "__") && absl::EndsWith(path, "__")) path = "_" + path + "_";
   return path;
 }
 
@@ -358,6 +375,13 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     return typed(Var::Tensor(node, *meta, source));
   }
   std::string target = AttributeTarget(*source);
+  // Two tensors whose paths flatten alike keep distinct targets (the loader
+  // sets each target once).
+  for (int suffix = 1; std::any_of(attributes_.begin(), attributes_.end(),
+                                   [&](const GraphAttribute& a) { return a.target == target; });
+       ++suffix) {
+    target = absl::StrCat(AttributeTarget(*source), "_", suffix);
+  }
   std::string node = graph_.AddGetAttr(target, *meta);
   attribute_nodes_[tensor.get()] = node;
   attributes_.push_back({target, source->ToString(), tensor});

@@ -707,6 +707,35 @@ def instance_forward_override():
     return ok
 
 
+@minimal
+def parameters_reached_through_closure_cells():
+    """A parameter read through a closure cell (forward set to a function
+    that closes over its module) becomes a get_attr whose path the loader
+    can set: one flat name, distinct for distinct tensors."""
+    def ff1(x):
+        self = mod1
+        return torch.sigmoid(self.mod2(x) + self.param1)
+
+    def ff2(x):
+        self = mod2
+        return torch.cos(torch.sin(x) * self.param2 + 10)
+
+    mod1, mod2 = torch.nn.Module(), torch.nn.Module()
+    mod1.register_module("mod2", mod2)
+    mod1.register_parameter("param1", torch.nn.Parameter(torch.randn(3)))
+    mod1.forward = ff1
+    mod2.register_parameter("param2", torch.nn.Parameter(torch.randn(3)))
+    mod2.forward = ff2
+    ok = check("parameter through a closure cell", lambda x: mod1(x), [(X,), (X,)], expect_graphs=1)
+    want = mod1(X)
+    counter = Counter()
+    got = dynamo.optimize(counter, nopython=True)(mod1)(X)
+    if not (same(got.detach(), want.detach()) and counter.graphs == 1):
+        FAILURES.append(f"parameter through a closure cell, nopython: {got} vs {want}, {counter.graphs} graphs")
+        ok = False
+    return ok
+
+
 # ---------------------------------------------------------------------------
 # FOLD: operations on constants, differentially against CPython.
 
