@@ -1183,7 +1183,9 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
         } else {
           absl::StatusOr<Object> recorded = FromArgument(g.value());
           if (!recorded.ok()) return recorded.status();
-          same = PyObject_RichCompareBool(v, recorded->get(), Py_EQ) == 1;
+          // SameConstant, not ==: a NaN the trace read is the NaN the guard
+          // expects (torch._dynamo guards it with math.isnan).
+          same = SameConstant(v, recorded->get()) == 1;
           PyErr_Clear();
         }
         if (!same) {

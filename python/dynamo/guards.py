@@ -161,7 +161,8 @@ def check_guards(capture, fn, args=(), kwargs=None):
             problem = _tensor_failure(value, guard.tensor)
         elif guard.kind == ir.Guard.EQUALS_MATCH:
             expected = _constant(guard.value)
-            if type(value) in (int, float, bool, str, tuple, list) and (
+            nan = type(value) is float and type(expected) is float and value != value and expected != expected
+            if type(value) in (int, float, bool, str, tuple, list) and not nan and (
                     type(value) is not type(expected) or value != expected):
                 problem = f"expected {expected!r}, got {value!r}"
         elif guard.kind == ir.Guard.IS_NONE:
