@@ -29,7 +29,7 @@ _LAZY = {
     "BreakReason": "explain",
     "list_backends": "backends", "register_backend": "backends", "lookup_backend": "backends",
     "InvalidBackend": "backends",
-    "Unsupported": "runtime", "Runtime": "runtime",
+    "Unsupported": "runtime", "Runtime": "runtime", "BackendCompilerFailed": "runtime",
 }
 _SUBMODULES = ("compiler",)
 

@@ -10,3 +10,6 @@ cache_size_limit = 8
 verbose = False
 # Warn when a guard fails and a function is captured again.
 warn_recompiles = True
+# A backend that raises makes the call raise dynamo.BackendCompilerFailed
+# (torch._dynamo's default); True: warn and run the frame eagerly instead.
+suppress_errors = False

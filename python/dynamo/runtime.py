@@ -59,6 +59,18 @@ class Unsupported(RuntimeError):
     """A graph break where none is allowed (nopython=True, export)."""
 
 
+class BackendCompilerFailed(RuntimeError):
+    """The backend raised while compiling a graph (torch._dynamo's exception
+    of that name): the user's compiler is broken, so the call fails rather
+    than running eagerly unnoticed (config.suppress_errors=True: it warns
+    and the frame runs eagerly). The backend's exception is __cause__."""
+
+    def __init__(self, backend, inner):
+        self.backend_name = getattr(backend, "__name__", repr(backend))
+        self.inner_exception = inner
+        super().__init__(f"backend={self.backend_name!r} raised:\n{type(inner).__name__}: {inner}")
+
+
 def format_break(b):
     """'file:line: message [REASON] | source | hint: ...' for a GraphBreak."""
     text = f"{b.location.file}:{b.location.line}: {b.message} [{ir.GraphBreak.Reason.Name(b.reason)}]"
@@ -280,6 +292,11 @@ class Runtime:
             return self._compile(fn, target, args, kwargs)
         except Unsupported:
             raise
+        except BackendCompilerFailed as e:
+            if not config.suppress_errors:
+                raise
+            warnings.warn(f"dynamo: running {target.__code__.co_qualname} eagerly: capture failed: {e}")
+            return None
         except Exception as e:  # noqa: BLE001 - any internal failure falls back to eager
             if self.nopython:
                 raise
@@ -327,7 +344,10 @@ class Runtime:
             if config.verbose:
                 print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
             held = sys.getrefcount(gm)
-            compiled = self.backend(gm, example_inputs)
+            try:
+                compiled = self.backend(gm, example_inputs)
+            except Exception as e:  # noqa: BLE001 - any backend failure is the backend's
+                raise BackendCompilerFailed(self.backend, e) from e
             if sys.getrefcount(gm) <= held:
                 _let_go(gm)
             if self.evaluate_frames and self.backend is not _eager_backend:

@@ -386,8 +386,28 @@ def is_compiling_in_captures():
     assert names <= set(dir(torch.compiler)) and all(callable(getattr(dynamo.compiler, n)) for n in names)
 
 
+def backend_failure_raises():
+    """A backend that raises fails the call in both (BackendCompilerFailed,
+    the backend's exception its inner_exception), on every call."""
+    def broken(gm, example_inputs):
+        raise RuntimeError("duck!")
 
-TESTS = [export_tags_inputs, compile_signature, compile_inductor_mode_and_options, graph_break_splits, export_aten_graph,
+    def f(a, b):
+        return a + b / (a - b)
+    for make, expected in ((lambda: dynamo.optimize(broken)(f), dynamo.BackendCompilerFailed),
+                           (lambda: torch._dynamo.optimize(broken)(f), torch._dynamo.exc.BackendCompilerFailed)):
+        opt = make()
+        for _ in range(2):
+            try:
+                opt(x, y)
+            except expected as e:
+                assert isinstance(e.inner_exception, RuntimeError) and "duck!" in str(e), repr(e)
+            else:
+                raise AssertionError(f"{expected.__module__}: a backend that raises was not reported")
+        torch._dynamo.reset()
+
+
+TESTS = [export_tags_inputs, backend_failure_raises, compile_signature, compile_inductor_mode_and_options, graph_break_splits, export_aten_graph,
          allow_in_graph_one_node, allow_in_graph_effects_run_with_the_graph, allow_in_graph_that_reads_values_breaks,
          allow_in_graph_not_in_capture_files, disallow_in_graph_breaks, assume_constant_result_is_constant,
          run_uses_only_existing_captures, skip_frames_but_not_callees, is_compiling_in_captures]

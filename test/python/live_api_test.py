@@ -465,13 +465,35 @@ def backend_registry():
 
 
 @test
-def failing_backend_warns_and_runs_eagerly():
+def failing_backend_raises_backend_compiler_failed():
+    """torch._dynamo's rule: a backend that raises fails the call with
+    BackendCompilerFailed (the backend's exception its cause), every call."""
     def broken(gm, example_inputs):
         raise RuntimeError("backend exploded")
 
     a, b = args_of(S.T(4), S.T(4, seed=1))
-    with recorded_warnings() as caught:
-        got = dynamo.optimize(broken)(S.seed_add)(a, b)
+    opt = dynamo.optimize(broken)(S.seed_add)
+    for _ in range(2):
+        try:
+            opt(a, b)
+        except dynamo.BackendCompilerFailed as e:
+            assert isinstance(e.__cause__, RuntimeError) and "backend exploded" in str(e), e
+        else:
+            raise AssertionError("a backend that raises was not reported")
+
+
+@test
+def failing_backend_with_suppress_errors_warns_and_runs_eagerly():
+    def broken(gm, example_inputs):
+        raise RuntimeError("backend exploded")
+
+    a, b = args_of(S.T(4), S.T(4, seed=1))
+    dynamo.config.suppress_errors = True
+    try:
+        with recorded_warnings() as caught:
+            got = dynamo.optimize(broken)(S.seed_add)(a, b)
+    finally:
+        dynamo.config.suppress_errors = False
     assert same(got, a + b)
     assert any("backend exploded" in m for m in dynamo_warnings(caught)), [str(w.message) for w in caught]
 
@@ -485,8 +507,10 @@ def failing_backend_leaves_other_contexts_alone():
         raise RuntimeError("backend exploded")
 
     a, b = args_of(S.T(4), S.T(4, seed=1))
-    with recorded_warnings():
+    try:
         dynamo.optimize(broken)(sub)(a, b)
+    except dynamo.BackendCompilerFailed:
+        pass
     counter = Counter()
     assert same(dynamo.optimize(counter)(sub)(a, b), a - b)
     dynamo.reset()
