@@ -309,6 +309,7 @@ struct Node {
 struct GlobalCheck {
   Object reader;  // torch.is_grad_enabled, ...
   bool expected = false;
+  Object expected_object;  // a state that is not a bool (the default dtype): the value itself
 };
 
 // OBJECT_ALIASING: the accessors of the compared values and their groups.
@@ -783,9 +784,15 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
 
 bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
   Object got = Object::Steal(PyObject_CallNoArgs(g.reader.get()));
-  if (got.get() == (g.expected ? Py_True : Py_False)) return true;
+  if (g.expected_object) {
+    if (got && SameConstant(got.get(), g.expected_object.get()) == 1) return true;
+  } else if (got.get() == (g.expected ? Py_True : Py_False)) {
+    return true;
+  }
   if (why != nullptr) {
-    *why = absl::StrCat("expected ", g.expected ? "True" : "False", ", got ", got ? Str(got.get()) : TakeErrorRepr());
+    PyErr_Clear();
+    *why = absl::StrCat("expected ", g.expected_object ? Str(g.expected_object.get()) : g.expected ? "True" : "False",
+                        ", got ", got ? Str(got.get()) : TakeErrorRepr());
   }
   return false;
 }
@@ -1372,15 +1379,23 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
           {"grad_mode", "is_grad_enabled"},
           {"is_autocast_enabled", "is_autocast_enabled"},
           {"is_autocast_cpu_enabled", "is_autocast_cpu_enabled"},
-          {"is_inference_mode_enabled", "is_inference_mode_enabled"}};
+          {"is_inference_mode_enabled", "is_inference_mode_enabled"},
+          {"deterministic_algorithms", "are_deterministic_algorithms_enabled"},
+          {"default_dtype", "get_default_dtype"}};
       auto state = kStates->find(g.source());
       absl::StatusOr<Object> reader = state == kStates->end() ? absl::StatusOr<Object>(absl::NotFoundError(g.source()))
                                                               : TorchAttr(state->second);
       if (!reader.ok() || !PyCallable_Check(reader->get())) {
         return fail(absl::InvalidArgumentError("unknown global state"));
       }
+      GlobalCheck check{*reader, g.value().bool_value(), Object()};
+      if (g.value().value_case() != ir::Argument::kBoolValue) {
+        absl::StatusOr<Object> expected = FromArgument(g.value());
+        if (!expected.ok()) return fail(expected.status());
+        check.expected_object = *expected;
+      }
       p->refs[gi] = GuardRef{-1, static_cast<int>(p->globals.size())};
-      p->globals.push_back(GlobalCheck{*reader, g.value().bool_value()});
+      p->globals.push_back(std::move(check));
       continue;
     }
     if (g.kind() == ir::Guard::OBJECT_ALIASING) {

@@ -56,7 +56,7 @@ constexpr DTypeSet kNotUniform = kBoolSet | kIntegralSet;  // rand/randn need fl
 
 InferFn Filled(DTypeSet unsupported = kNoDTypes, absl::string_view kernel = {}) {
   return [unsupported, kernel](const Args& a) {
-    return Make(a, a.IntList("size"), kDefaultFloat, {}, unsupported, kernel);
+    return Make(a, a.IntList("size"), DefaultFloat(), {}, unsupported, kernel);
   };
 }
 
@@ -89,7 +89,7 @@ InferFn New(DTypeSet unsupported = kNoDTypes) {
 DType FillDType(const Value& v) {
   if (v.is_bool()) return DType::kBool;
   if (v.is_int()) return DType::kInt64;
-  return kDefaultFloat;
+  return DefaultFloat();
 }
 
 absl::StatusOr<Value> Arange(const Args& a) {
@@ -108,7 +108,7 @@ absl::StatusOr<Value> Arange(const Args& a) {
     take("end", &end);
     take("step", &step);
   }
-  const DType dtype = a.OptDType("dtype").value_or(all_int ? DType::kInt64 : kDefaultFloat);
+  const DType dtype = a.OptDType("dtype").value_or(all_int ? DType::kInt64 : DefaultFloat());
   // The size comes from the bounds and step as given, in double, whatever
   // the dtype (arange(0, 1, 0.3, dtype=int32) has four zeros); only the
   // values are computed in the dtype.
@@ -158,7 +158,7 @@ absl::StatusOr<Value> TensorFromData(const Args& a) {
     return out;
   }
   std::vector<int64_t> sizes;
-  DType dtype = kDefaultFloat;  // torch.tensor([]) is float
+  DType dtype = DefaultFloat();  // torch.tensor([]) is float
   bool any = false;
   if (absl::Status s = Walk(a.Get("data"), 0, sizes, dtype, any); !s.ok()) return s;
   return Make(a, std::move(sizes), dtype);
@@ -206,13 +206,13 @@ void RegisterFactoryOps(Registry& r) {
           if (m < 0)
             return absl::InvalidArgumentError(
                 absl::StrCat("m must be greater or equal to 0, got ", m));
-          return Make(a, {n, m}, kDefaultFloat);
+          return Make(a, {n, m}, DefaultFloat());
         });
   r.Add("torch.linspace", {absl::StrCat("Number start, Number end, int steps", kw)}, kFactory,
         [](const Args& a) -> absl::StatusOr<Value> {
           const int64_t steps = a.Int("steps");
           if (steps < 0) return absl::InvalidArgumentError("number of steps must be non-negative");
-          return Make(a, {steps}, kDefaultFloat);
+          return Make(a, {steps}, DefaultFloat());
         });
   r.Add("torch.tensor",
         {"Any data, *, dtype? dtype=None, device? device=None, bool requires_grad=False, bool "

@@ -83,13 +83,23 @@ bool CanCast(DType from, DType to) {
   return true;
 }
 
+namespace {
+thread_local DType current_default_float = kDefaultFloat;
+}  // namespace
+
+DType DefaultFloat() { return current_default_float; }
+DefaultFloatScope::DefaultFloatScope(DType dtype) : previous_(current_default_float) {
+  current_default_float = dtype;
+}
+DefaultFloatScope::~DefaultFloatScope() { current_default_float = previous_; }
+
 DType NumberDType(const Value& number) {
   if (number.is_bool()) return DType::kBool;
   if (number.is_int()) return DType::kInt64;
-  return kDefaultFloat;
+  return DefaultFloat();
 }
 
-DType ToFloatIfIntegral(DType d) { return IsIntegral(d, true) ? kDefaultFloat : d; }
+DType ToFloatIfIntegral(DType d) { return IsIntegral(d, true) ? DefaultFloat() : d; }
 
 absl::StatusOr<DType> ResultType(absl::Span<const Value* const> operands) {
   Maybe dim, zero, wrapped;

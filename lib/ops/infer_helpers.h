@@ -25,9 +25,24 @@
 
 namespace dynamo::ops {
 
-// The dtype torch.get_default_dtype() returns in a fresh process; Python
-// floats and integer-to-float promotions use it.
+// The dtype torch.get_default_dtype() returns in a fresh process.
 inline constexpr DType kDefaultFloat = DType::kFloat32;
+
+// The default float dtype inference uses (Python floats, integer-to-float
+// promotions, factory functions without dtype=): kDefaultFloat unless a
+// DefaultFloatScope on this thread says otherwise (a trace sets the
+// interpreter's torch.get_default_dtype() and guards it).
+DType DefaultFloat();
+class DefaultFloatScope {
+ public:
+  explicit DefaultFloatScope(DType dtype);
+  ~DefaultFloatScope();
+  DefaultFloatScope(const DefaultFloatScope&) = delete;
+  DefaultFloatScope& operator=(const DefaultFloatScope&) = delete;
+
+ private:
+  DType previous_;
+};
 
 // ---------------------------------------------------------------- dtypes
 // A set of dtypes (bit i = DType i), for kernel coverage declarations.

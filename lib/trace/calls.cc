@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/opcodes.h"
+#include "lib/ops/infer_helpers.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/python/error.h"
 #include "lib/trace/meta_fallback.h"
@@ -1818,6 +1819,24 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (!enabled.ok()) return enabled.status();
   grad_enabled_ = enabled->get() == Py_True;
   guards_.GlobalState("grad_mode", grad_enabled_);
+  // Which kernels run (and what a compiled backward checks) depends on
+  // torch.use_deterministic_algorithms: a graph compiled under one setting
+  // is not reused under the other (torch._dynamo's global state guard).
+  Object deterministic = TorchAttr("are_deterministic_algorithms_enabled");
+  absl::StatusOr<Object> det = deterministic ? python::Call(deterministic) : absl::UnknownError("torch");
+  if (!det.ok()) return det.status();
+  guards_.GlobalState("deterministic_algorithms", det->get() == Py_True);
+  // Factory functions, Python floats and int-to-float promotion make
+  // tensors of torch.get_default_dtype(): inference uses the interpreter's,
+  // and the capture holds only under it.
+  Object get_default = TorchAttr("get_default_dtype");
+  absl::StatusOr<Object> default_dtype = get_default ? python::Call(get_default) : absl::UnknownError("torch");
+  if (!default_dtype.ok()) return default_dtype.status();
+  absl::StatusOr<std::string> dtype_name = python::AsString(Object::Steal(PyObject_Str(default_dtype->get())));
+  std::optional<ops::DType> default_float = dtype_name.ok() ? ops::DTypeFromName(*dtype_name) : std::nullopt;
+  if (!default_float) return absl::UnimplementedError("torch.get_default_dtype() is a dtype libdynamo does not know");
+  ops::DefaultFloatScope default_float_scope(*default_float);
+  guards_.GlobalDType("default_dtype", *default_float);
 
   Frame frame;
   if (absl::Status s = PrepareFrame(frame, Object::Borrow(PyFunction_GetCode(fn)), top_globals_); !s.ok()) {

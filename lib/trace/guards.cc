@@ -127,6 +127,13 @@ void GuardSet::Aliasing(const std::vector<SourcePtr>& sources, const std::vector
   }
 }
 
+void GuardSet::GlobalDType(const std::string& name, ops::DType value) {
+  if (ir::Guard* g = Add(ir::Guard::GLOBAL_STATE, name)) {
+    g->mutable_value()->set_dtype(ops::ToProto(value));
+    g->set_reason("global state read by the trace");
+  }
+}
+
 void GuardSet::GlobalState(const std::string& name, bool value) {
   if (ir::Guard* g = Add(ir::Guard::GLOBAL_STATE, name)) {
     g->mutable_value()->set_bool_value(value);

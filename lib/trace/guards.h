@@ -45,6 +45,8 @@ class GuardSet {
   void Aliasing(const std::vector<SourcePtr>& sources, const std::vector<const void*>& identities);
   // Interpreter-wide state the trace read: "grad_mode" -> enabled.
   void GlobalState(const std::string& name, bool value);
+  // A dtype-valued state ("default_dtype" -> torch.get_default_dtype()).
+  void GlobalDType(const std::string& name, ops::DType value);
 
   const std::vector<ir::Guard>& guards() const { return guards_; }
 

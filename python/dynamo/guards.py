@@ -12,7 +12,7 @@ import sys
 import torch
 
 from dynamo import dynamo_ir_pb2 as ir
-from dynamo.loader import meta_dict
+from dynamo.loader import dtype_of, meta_dict
 
 _TOKEN = re.compile(r"""\s*(?:
       (?P<root>[LG])\[(?P<rootkey>'(?:[^'\\]|\\.)*')\]
@@ -26,7 +26,9 @@ _TOKEN = re.compile(r"""\s*(?:
 # The global states a GLOBAL_STATE guard can name (lib/trace/guards.cc).
 _GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torch.is_autocast_enabled,
                  "is_autocast_cpu_enabled": getattr(torch, "is_autocast_cpu_enabled", lambda: False),
-                 "is_inference_mode_enabled": torch.is_inference_mode_enabled}
+                 "is_inference_mode_enabled": torch.is_inference_mode_enabled,
+                 "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+                 "default_dtype": torch.get_default_dtype}
 
 
 def _unquote(s):
@@ -127,8 +129,10 @@ def check_guards(capture, fn, args=(), kwargs=None):
             reader = _GLOBAL_STATE.get(guard.source)
             if reader is None:
                 return guard, f"{guard.source}: unknown global state"
-            if reader() != guard.value.bool_value:
-                return guard, f"{guard.source}: expected {guard.value.bool_value}, got {reader()}"
+            expected = (guard.value.bool_value if guard.value.WhichOneof("value") == "bool_value"
+                        else dtype_of(guard.value.dtype))
+            if reader() != expected:
+                return guard, f"{guard.source}: expected {expected}, got {reader()}"
             continue
         if guard.kind == ir.Guard.OBJECT_ALIASING:
             try:

@@ -778,6 +778,55 @@ def python_getattribute_is_not_read_through():
     return True
 
 
+@minimal
+def deterministic_algorithms_is_guarded():
+    """torch.use_deterministic_algorithms picks kernels and is checked by a
+    compiled backward: a capture made under one setting is not reused
+    under the other (torch._dynamo's global state guard)."""
+    prior, prior_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    counter = Counter()
+    opt = dynamo.optimize(counter)(lambda a: a * 2 + 1)
+    try:
+        for mode in (False, True, False, True):
+            torch.use_deterministic_algorithms(mode)
+            opt(X)
+    finally:
+        torch.use_deterministic_algorithms(prior, warn_only=prior_warn)
+    if counter.graphs != 2:
+        FAILURES.append(f"deterministic algorithms switched: {counter.graphs} captures, expected 2")
+        return False
+    return True
+
+
+@minimal
+def default_dtype_is_read_and_guarded():
+    """Factory functions, Python floats and int-to-float promotion follow
+    torch.get_default_dtype(): the trace infers with the interpreter's
+    (a .dtype read is folded) and recaptures when it changes."""
+    def f(x):
+        return (torch.ones(3) + x.sum()).dtype, torch.ones(2) + 1.5, torch.arange(0.0, 2.0), x / 2
+
+    xi = torch.ones(2, dtype=torch.int64)
+    prior = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        ok = check("default dtype float64", f, [(xi,), (xi,)], expect_graphs=1)
+        torch.set_default_dtype(torch.float32)
+        ok &= check("default dtype switched", f, [(xi,)], expect_graphs=1)
+        counter = Counter()
+        opt = dynamo.optimize(counter)(f)
+        got = []
+        for d in (torch.float32, torch.float64, torch.float32):
+            torch.set_default_dtype(d)
+            got.append(opt(xi)[0])
+    finally:
+        torch.set_default_dtype(prior)
+    if got != [torch.float32, torch.float64, torch.float32] or counter.graphs != 2:
+        FAILURES.append(f"default dtype changed between calls: {got}, {counter.graphs} captures")
+        ok = False
+    return ok
+
+
 # ---------------------------------------------------------------------------
 # FOLD: operations on constants, differentially against CPython.
 
