@@ -276,6 +276,15 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     guards_.IdMatch(source, obj);
     return Var::OfKind(VarKind::kFunction, obj, source);
   }
+  // A method of a Python function is that function with `self` (inlined
+  // with it prepended). A method object over anything else (a Cython
+  // method such as numpy.random.uniform, types.MethodType(len, x)) stays
+  // the bound object: splitting it would lose `self`, since no other kind
+  // of callable is called with one.
+  if (PyMethod_Check(o) && !PyFunction_Check(PyMethod_Function(o))) {
+    guards_.TypeMatch(source, obj);
+    return Var::OfKind(VarKind::kOpaque, obj, source);
+  }
   if (PyMethod_Check(o)) {
     absl::StatusOr<VarPtr> self = Wrap(Object::Borrow(PyMethod_Self(o)),
                                        source ? Source::Attr(source, "__self__") : nullptr);

@@ -132,6 +132,19 @@ def legacy_tensor_types():
 
 
 
+BOUND_LEN = __import__("types").MethodType(len, [1, 2, 3])
+
+
+@minimal
+def bound_method_of_a_builtin():
+    # A method object over a non-Python callable (a Cython method such as
+    # numpy.random.uniform, MethodType(len, x)) keeps its self when the
+    # rewritten code calls it after a break.
+    def f(x):
+        return x + BOUND_LEN()
+    return check("MethodType(len, list)()", f, [(X,)])
+
+
 @minimal
 def inplace_result_identity():
     # x.add_(1) returns x itself: `is`, `in` and set membership see one object.
