@@ -3,6 +3,8 @@
 // runs the opcodes).
 #include <Python.h>
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/opcodes.h"
@@ -249,6 +251,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     return v;
   }
   if (IsInstanceOf(o, "Tensor")) return WrapTensor(obj, source);
+  if (IsNumpyArray(o)) return WrapNdarray(obj, source);
   if (IsInstanceOf(o, "dtype")) {
     Object name = Object::Steal(PyObject_Str(o));
     absl::StatusOr<std::string> s = python::AsString(name);
@@ -770,6 +773,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
   }
   if (std::optional<absl::StatusOr<VarPtr>> r = CallByPolicy(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallFunctools(fn, args, kwargs)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallNumpy(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);
   bool any_tensor = false;
   for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
@@ -952,6 +956,16 @@ Object Translator::ClassOf(const VarPtr& v) {
   auto builtin = [](PyTypeObject* t) { return Object::Borrow(reinterpret_cast<PyObject*>(t)); };
   switch (v->kind) {
     case VarKind::kTensor:
+      if (v->is_ndarray) {
+        PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed
+        if (np != nullptr && v->numpy_scalar) {  // np.float64 and the like
+          Object dtype = Object::Steal(
+              PyObject_CallMethod(np, "dtype", "s", std::string(ops::DTypeName(v->meta.dtype)).c_str()));
+          if (!dtype) PyErr_Clear();
+          return dtype ? Attr(dtype.get(), "type") : Object();
+        }
+        return np ? Attr(np, "ndarray") : Object();
+      }
       return v->tensor_type ? v->tensor_type : TorchAttr("Tensor");
     case VarKind::kTuple:
       if (v->object) return type_of(v->object.get());
@@ -995,6 +1009,12 @@ Object Translator::ClassOf(const VarPtr& v) {
 }
 
 absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object& cls) {
+  if (t->is_ndarray) {  // a numpy.ndarray: its class answers
+    Object ndarray = ClassOf(t);
+    int r = ndarray ? PyObject_IsSubclass(ndarray.get(), cls.get()) : 0;
+    if (r < 0) return python::FetchError("isinstance");
+    return r == 1;
+  }
   if (PyTuple_Check(cls.get())) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls.get()); ++i) {
       absl::StatusOr<bool> r = TensorIsInstance(t, Object::Borrow(PyTuple_GET_ITEM(cls.get(), i)));
@@ -1318,6 +1338,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     sup->self = self;
     return sup;
   }
+  if ((name == "abs") && args.size() == 1 && args[0]->is_ndarray) return NdarrayOperator("abs", args);
   if ((name == "abs") && args.size() == 1 && args[0]->is_tensor()) {
     return CallOp("operator.abs", ir::Node::CALL_FUNCTION, args, {});
   }
@@ -1364,6 +1385,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
   const VarPtr& self = method->self;
   const std::string& name = method->name;
   auto constant = [](Object o) { return Var::Constant(std::move(o)); };
+  if (self->is_tensor() && self->is_ndarray) return CallNdarrayMethod(self, name, args, kwargs);
   if (self->is_tensor()) {
     const ops::TensorMeta& m = self->meta;
     auto dim_arg = [&]() -> absl::StatusOr<std::optional<int64_t>> {
@@ -1431,8 +1453,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       return constant(python::FromBool(contiguous));
     }
     if (name == "get_device") return constant(python::FromLong(m.device.type == "cpu" ? -1 : m.device.index));
-    if (name == "item" || name == "tolist" || name == "numpy" || name == "__bool__") {
-      return Break(name == "numpy" ? ir::GraphBreak::EXTERNAL_LIBRARY : ir::GraphBreak::DATA_DEPENDENT_BRANCH,
+    if (name == "numpy") return TensorToNdarray(self, args, kwargs);
+    if (name == "item" || name == "tolist" || name == "__bool__") {
+      return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH,
                    absl::StrCat("Tensor.", name, "() reads the tensor's values"),
                    "keep the computation in tensors; values are not known while tracing");
     }
@@ -1690,6 +1713,7 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
   }
   switch (obj->kind) {
     case VarKind::kTensor:
+      if (obj->is_ndarray) return NdarrayAttr(obj, name);
       return TensorAttr(obj, name);
     case VarKind::kPartial:
       if (name == "func") return obj->self;
@@ -1976,7 +2000,8 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
     return done(result.status());
   }
   frames_.push_back(&frame);
-  absl::StatusOr<ir::Argument> output = ToArgument(*result);
+  absl::StatusOr<ir::Argument> output =
+      ContainsNdarray(*result) ? absl::InvalidArgumentError("a numpy.ndarray") : ToArgument(*result);
   if (allow_breaks_) {
     // The rewritten code returns the value itself, after replaying effects:
     // one shape of result for every trace with breaks allowed.
@@ -2067,6 +2092,8 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
   result.guards = guards_.guards();
   result.attributes = std::move(attributes_);
   result.placeholder_sources = std::move(placeholder_sources_);
+  result.array_placeholders.assign(array_placeholders_.begin(), array_placeholders_.end());
+  std::sort(result.array_placeholders.begin(), result.array_placeholders.end());
   // The graph's inputs by where they come from (L['x']), in placeholder order.
   size_t placeholder = 0;
   for (const ir::Node& n : result.graph.nodes()) {
