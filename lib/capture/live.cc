@@ -48,7 +48,7 @@ void FindDirectCall(const trace::TraceResult& r, LiveCapture& out) {
     return;
   }
   auto output_of = [&](const trace::VarPtr& v) -> int {
-    if (!v || !v->is_tensor()) return -1;
+    if (!v || !v->is_tensor() || v->is_ndarray) return -1;  // arrays are converted by code
     for (size_t i = 0; i < r.output_nodes.size(); ++i) {
       if (r.output_nodes[i] == v->node) return static_cast<int>(i);
     }
@@ -78,6 +78,7 @@ void FindDirectCall(const trace::TraceResult& r, LiveCapture& out) {
   }
   auto* co = reinterpret_cast<PyCodeObject*>(code.code.get());
   const int nargs = co->co_argcount + co->co_kwonlyargcount;
+  if (!r.array_placeholders.empty()) return;  // the graph takes tensors over the arrays
   std::vector<int> slots;
   for (const trace::SourcePtr& s : r.placeholder_sources) {
     if (!s || s->kind() != trace::Source::Kind::kLocal) return;

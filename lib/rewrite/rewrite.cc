@@ -294,12 +294,36 @@ class Emitter {
         LoadConst(v->object);
         return absl::OkStatus();
       case VarKind::kTensor: {
+        // An array read from the frame is that very object.
+        if (v->is_ndarray && v->source) return LoadSource(v->source);
         for (size_t i = 0; i < result_.output_nodes.size(); ++i) {
           if (result_.output_nodes[i] != v->node) continue;
+          // An array the graph computed: numpy's view of the output tensor.
+          if (v->is_ndarray) {
+            Emit(op::kPushNull);
+            ImportPath({"dynamo", "numpy_bridge"}, {v->numpy_scalar ? "to_numpy_scalar" : "to_numpy"});
+          }
           Emit(op::kLoadFast, graph_out_);
           LoadConst(python::FromLong(static_cast<int64_t>(i)));
           Emit(op::kBinarySubscr);
+          if (v->is_ndarray) {  // once: every reference is the same array
+            Call(1);
+            return Remember(v);
+          }
           return absl::OkStatus();
+        }
+        // x.numpy() / torch.from_numpy(a) of an input: the same conversion
+        // of the input, once.
+        if (v->self && v->self->is_tensor() && v->self->is_ndarray != v->is_ndarray) {
+          Emit(op::kPushNull);
+          if (v->is_ndarray) {
+            ImportPath({"dynamo", "numpy_bridge"}, {"to_numpy"});
+          } else {
+            ImportPath({"torch"}, {"as_tensor"});
+          }
+          if (absl::Status s = Load(v->self); !s.ok()) return s;
+          Call(1);
+          return Remember(v);
         }
         if (v->source) return LoadSource(v->source);
         return Unrebuildable(absl::StrCat("the tensor ", v->node));
@@ -736,8 +760,15 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   if (has_calls) {
     out.graph_name = absl::StrCat(options.prefix, "_graph_", options.id);
     e.LoadGlobalCallable(out.graph_name);
-    for (const SourcePtr& s : r.placeholder_sources) {
-      if (absl::Status status = e.LoadSource(s); !status.ok()) return status;
+    for (size_t i = 0; i < r.placeholder_sources.size(); ++i) {
+      // A numpy.ndarray input: the graph takes the tensor over its memory.
+      const bool array = std::binary_search(r.array_placeholders.begin(), r.array_placeholders.end(), i);
+      if (array) {
+        e.Emit(op::kPushNull);
+        e.ImportPath({"torch"}, {"as_tensor"});
+      }
+      if (absl::Status status = e.LoadSource(r.placeholder_sources[i]); !status.ok()) return status;
+      if (array) e.Call(1);
     }
     e.Call(static_cast<int>(r.placeholder_sources.size()));
     int t = e.NewTemp();

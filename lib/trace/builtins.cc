@@ -306,6 +306,9 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallStdlibFunction(const VarPt
     guards_.LengthMatch(args[0]->source, static_cast<int64_t>(args[0]->items.size()));
     return R(Var::Constant(python::FromLong(static_cast<int64_t>(args[0]->items.size()))));
   }
+  if ((name == "neg" || name == "abs" || name == "invert") && args.size() == 1 && args[0]->is_ndarray) {
+    return NdarrayOperator(name, args);
+  }
   if ((name == "neg" || name == "abs" || name == "invert") && args.size() == 1 && args[0]->is_tensor()) {
     return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, args, {});
   }

@@ -4,6 +4,8 @@
 #include <Python.h>
 #include <algorithm>
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/opcodes.h"
@@ -267,6 +269,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     return v;
   }
   if (IsInstanceOf(o, "Tensor")) return WrapTensor(obj, source);
+  if (IsNumpyArray(o)) return WrapNdarray(obj, source);
   if (IsInstanceOf(o, "dtype")) {
     Object name = Object::Steal(PyObject_Str(o));
     absl::StatusOr<std::string> s = python::AsString(name);
@@ -293,6 +296,15 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
   if (PyFunction_Check(o)) {
     guards_.IdMatch(source, obj);
     return Var::OfKind(VarKind::kFunction, obj, source);
+  }
+  // A method of a Python function is that function with `self` (inlined
+  // with it prepended). A method object over anything else (a Cython
+  // method such as numpy.random.uniform, types.MethodType(len, x)) stays
+  // the bound object: splitting it would lose `self`, since no other kind
+  // of callable is called with one.
+  if (PyMethod_Check(o) && !PyFunction_Check(PyMethod_Function(o))) {
+    guards_.TypeMatch(source, obj);
+    return Var::OfKind(VarKind::kOpaque, obj, source);
   }
   if (PyMethod_Check(o)) {
     absl::StatusOr<VarPtr> self = Wrap(Object::Borrow(PyMethod_Self(o)),
@@ -786,6 +798,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
   }
   if (std::optional<absl::StatusOr<VarPtr>> r = CallByPolicy(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallFunctools(fn, args, kwargs)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallNumpy(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);
   bool any_tensor = false;
   for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
@@ -968,6 +981,16 @@ Object Translator::ClassOf(const VarPtr& v) {
   auto builtin = [](PyTypeObject* t) { return Object::Borrow(reinterpret_cast<PyObject*>(t)); };
   switch (v->kind) {
     case VarKind::kTensor:
+      if (v->is_ndarray) {
+        PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed
+        if (np != nullptr && v->numpy_scalar) {  // np.float64 and the like
+          Object dtype = Object::Steal(
+              PyObject_CallMethod(np, "dtype", "s", std::string(ops::DTypeName(v->meta.dtype)).c_str()));
+          if (!dtype) PyErr_Clear();
+          return dtype ? Attr(dtype.get(), "type") : Object();
+        }
+        return np ? Attr(np, "ndarray") : Object();
+      }
       return v->tensor_type ? v->tensor_type : TorchAttr("Tensor");
     case VarKind::kTuple:
       if (v->object) return type_of(v->object.get());
@@ -1011,6 +1034,12 @@ Object Translator::ClassOf(const VarPtr& v) {
 }
 
 absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object& cls) {
+  if (t->is_ndarray) {  // a numpy.ndarray: its class answers
+    Object ndarray = ClassOf(t);
+    int r = ndarray ? PyObject_IsSubclass(ndarray.get(), cls.get()) : 0;
+    if (r < 0) return python::FetchError("isinstance");
+    return r == 1;
+  }
   if (PyTuple_Check(cls.get())) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cls.get()); ++i) {
       absl::StatusOr<bool> r = TensorIsInstance(t, Object::Borrow(PyTuple_GET_ITEM(cls.get(), i)));
@@ -1334,6 +1363,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     sup->self = self;
     return sup;
   }
+  if ((name == "abs") && args.size() == 1 && args[0]->is_ndarray) return NdarrayOperator("abs", args);
   if ((name == "abs") && args.size() == 1 && args[0]->is_tensor()) {
     return CallOp("operator.abs", ir::Node::CALL_FUNCTION, args, {});
   }
@@ -1380,6 +1410,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
   const VarPtr& self = method->self;
   const std::string& name = method->name;
   auto constant = [](Object o) { return Var::Constant(std::move(o)); };
+  if (self->is_tensor() && self->is_ndarray) return CallNdarrayMethod(self, name, args, kwargs);
   if (self->is_tensor()) {
     const ops::TensorMeta& m = self->meta;
     auto dim_arg = [&]() -> absl::StatusOr<std::optional<int64_t>> {
@@ -1447,8 +1478,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       return constant(python::FromBool(contiguous));
     }
     if (name == "get_device") return constant(python::FromLong(m.device.type == "cpu" ? -1 : m.device.index));
-    if (name == "item" || name == "tolist" || name == "numpy" || name == "__bool__") {
-      return Break(name == "numpy" ? ir::GraphBreak::EXTERNAL_LIBRARY : ir::GraphBreak::DATA_DEPENDENT_BRANCH,
+    if (name == "numpy") return TensorToNdarray(self, args, kwargs);
+    if (name == "item" || name == "tolist" || name == "__bool__") {
+      return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH,
                    absl::StrCat("Tensor.", name, "() reads the tensor's values"),
                    "keep the computation in tensors; values are not known while tracing");
     }
@@ -1706,6 +1738,7 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
   }
   switch (obj->kind) {
     case VarKind::kTensor:
+      if (obj->is_ndarray) return NdarrayAttr(obj, name);
       return TensorAttr(obj, name);
     case VarKind::kPartial:
       if (name == "func") return obj->self;
@@ -2010,7 +2043,8 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
     return done(result.status());
   }
   frames_.push_back(&frame);
-  absl::StatusOr<ir::Argument> output = ToArgument(*result);
+  absl::StatusOr<ir::Argument> output =
+      ContainsNdarray(*result) ? absl::InvalidArgumentError("a numpy.ndarray") : ToArgument(*result);
   if (allow_breaks_) {
     // The rewritten code returns the value itself, after replaying effects:
     // one shape of result for every trace with breaks allowed.
@@ -2101,6 +2135,8 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
   result.guards = guards_.guards();
   result.attributes = std::move(attributes_);
   result.placeholder_sources = std::move(placeholder_sources_);
+  result.array_placeholders.assign(array_placeholders_.begin(), array_placeholders_.end());
+  std::sort(result.array_placeholders.begin(), result.array_placeholders.end());
   // The graph's inputs by where they come from (L['x']), in placeholder order.
   size_t placeholder = 0;
   for (const ir::Node& n : result.graph.nodes()) {

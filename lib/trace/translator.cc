@@ -693,6 +693,11 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
       }
       const char* name = opcode == op::kUnaryNegative ? "neg"
                          : opcode == op::kUnaryPositive ? "pos" : "invert";
+      if (v->is_ndarray) {
+        ASSIGN_OR_RETURN(r, NdarrayOperator(name, {v}));
+        push(std::move(r));
+        return absl::OkStatus();
+      }
       if (v->kind == VarKind::kTensor) {
         ASSIGN_OR_RETURN(r, CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {v}, {}));
         push(std::move(r));
@@ -748,6 +753,10 @@ absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<Var
             obj->items.push_back(value);
           }
         }
+        return absl::OkStatus();
+      }
+      if (obj->is_ndarray && (!obj->source || allow_breaks_)) {
+        ASSIGN_OR_RETURN(r, NdarrayOperator("setitem", {obj, index, value}));
         return absl::OkStatus();
       }
       if (obj->kind == VarKind::kTensor && (!obj->source || allow_breaks_)) {
@@ -1174,6 +1183,7 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
   std::string name = OperatorName(nb_op);
   if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
   if (a->kind == VarKind::kList && (name == "iadd" || name == "imul")) return ListInPlace(name, a, b);
+  if (a->is_ndarray || b->is_ndarray) return NdarrayOperator(name, {a, b});
   if (a->is_tensor() || b->is_tensor()) {
     if (name[0] == 'i' && name != "iand" && a->is_tensor() && a->source && !allow_breaks_) {
       return Break(ir::GraphBreak::SIDE_EFFECT,
@@ -1263,6 +1273,7 @@ absl::StatusOr<VarPtr> Translator::ListInPlace(const std::string& name, const Va
 }
 
 absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& a, const VarPtr& b) {
+  if (a->is_ndarray || b->is_ndarray) return NdarrayOperator(CompareName(op), {a, b});
   if (a->is_tensor() || b->is_tensor()) {
     return CallOp(absl::StrCat("operator.", CompareName(op)), ir::Node::CALL_FUNCTION, {a, b}, {});
   }
@@ -1303,6 +1314,7 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
 }
 
 absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& index) {
+  if (obj->is_ndarray) return NdarrayOperator("getitem", {obj, index});
   if (obj->is_tensor()) {
     return CallOp("operator.getitem", ir::Node::CALL_FUNCTION, {obj, index}, {});
   }
@@ -1434,8 +1446,9 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
       }
       std::vector<VarPtr> items;
       for (int64_t i = 0; i < v->meta.sizes[0]; ++i) {
-        absl::StatusOr<VarPtr> item = CallOp("operator.getitem", ir::Node::CALL_FUNCTION,
-                                             {v, Var::Constant(python::FromLong(i))}, {});
+        absl::StatusOr<VarPtr> item =
+            v->is_ndarray ? NdarrayOperator("getitem", {v, Var::Constant(python::FromLong(i))})
+                          : CallOp("operator.getitem", ir::Node::CALL_FUNCTION, {v, Var::Constant(python::FromLong(i))}, {});
         if (!item.ok()) return item.status();
         items.push_back(*item);
       }

@@ -134,6 +134,9 @@ struct TraceResult {
   std::optional<BreakInfo> break_info;     // why it stopped (kInstruction/kRegion)
   std::vector<SideEffect> side_effects;    // in program order
   std::vector<SourcePtr> placeholder_sources;  // per graph placeholder, in order
+  // Placeholders (indices into placeholder_sources) whose source is a
+  // numpy.ndarray: the graph takes torch.as_tensor of it.
+  std::vector<size_t> array_placeholders;
   // With `stop`: the graph's output is one tuple of these call nodes' values
   // (every tensor the frame still holds that the graph computed).
   std::vector<std::string> output_nodes;

@@ -30,6 +30,10 @@ inline constexpr size_t kMaxInlineDepth = 48;   // nested inlined calls
 // graph (call_policy.cc): it has effects the graph must keep.
 bool IsAllowedFunctionTarget(absl::string_view target);
 
+// Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
+// program has not imported numpy.
+bool IsNumpyArray(PyObject* o);
+
 class Translator {
  public:
   explicit Translator(const ops::Registry& registry);
@@ -242,6 +246,25 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> UserObjectBuiltin(const std::string& name, const std::vector<VarPtr>& args,
                                                           const Kwargs& kwargs);
 
+  // --- NumPy arrays over tensors (numpy.cc) ---
+  // A numpy.ndarray read from the frame: a graph input (torch.as_tensor of
+  // it), its type, dtype and layout guarded.
+  absl::StatusOr<VarPtr> WrapNdarray(const python::Object& array, SourcePtr source);
+  // Tensor.numpy(force=...): the same tensor as an array.
+  absl::StatusOr<VarPtr> TensorToNdarray(const VarPtr& tensor, const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // numpy.* callables (and torch.from_numpy of an array); nothing for others.
+  std::optional<absl::StatusOr<VarPtr>> CallNumpy(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                  const Kwargs& kwargs);
+  absl::StatusOr<VarPtr> NdarrayAttr(const VarPtr& array, const std::string& name);
+  absl::StatusOr<VarPtr> CallNdarrayMethod(const VarPtr& array, const std::string& name,
+                                           const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // operator.<name>(*args) with an array among them (a + b, a[i], a[i] = v).
+  absl::StatusOr<VarPtr> NdarrayOperator(const std::string& name, std::vector<VarPtr> args);
+  // One graph node running torch._numpy's `target` (numpy_bridge.py).
+  absl::StatusOr<VarPtr> NumpyNode(const std::string& target, std::vector<VarPtr> args, Kwargs kwargs);
+  absl::StatusOr<VarPtr> NumpyArgument(const VarPtr& v);
+  absl::StatusOr<ops::Value> NumpyValue(const VarPtr& v, const std::string& what);
+
   // --- calls the user chose a treatment for (call_policy.cc) ---
   // dynamo.allow_in_graph / disallow_in_graph / assume_constant_result /
   // is_compiling: the answer for fn, or nothing when fn has no entry.
@@ -349,6 +372,7 @@ class Translator {
   std::optional<StopState> stop_;
   std::vector<SideEffect> side_effects_;
   std::vector<SourcePtr> placeholder_sources_;
+  absl::flat_hash_set<size_t> array_placeholders_;  // placeholders read from numpy arrays
   std::vector<SourcePtr> alias_sources_;  // see NoteTensorSource
   std::vector<const void*> alias_ids_;
   // Lists and dicts read from a source are one tracker per real object, so a

@@ -72,7 +72,7 @@ std::string Describe(const Var& var) {
   switch (var.kind) {
     case VarKind::kNull: return "NULL";
     case VarKind::kConstant: return absl::StrCat("constant ", python::Repr(var.object));
-    case VarKind::kTensor: return absl::StrCat("tensor ", ops::ToString(var.meta));
+    case VarKind::kTensor: return absl::StrCat(var.is_ndarray ? "numpy.ndarray " : "tensor ", ops::ToString(var.meta));
     case VarKind::kTuple: return absl::StrCat(var.is_size ? "torch.Size" : "tuple", " of ", var.items.size());
     case VarKind::kList: return absl::StrCat("list of ", var.items.size());
     case VarKind::kDict: return absl::StrCat("dict of ", var.items.size());
@@ -136,6 +136,11 @@ absl::StatusOr<ops::Value> ConstantValue(PyObject* o) {
 absl::StatusOr<ops::Value> ToValue(const VarPtr& var) {
   switch (var->kind) {
     case VarKind::kTensor:
+      if (var->is_ndarray) {
+        // torch's operations do not take arrays (torch.sin(a) raises), and
+        // torch's rules (promotion, indexing) are not NumPy's.
+        return absl::InvalidArgumentError("a numpy.ndarray cannot be passed to a tensor operation");
+      }
       return ops::Value(var->meta);
     case VarKind::kConstant:
       return ConstantValue(var->object.get());
@@ -185,6 +190,14 @@ bool ContainsTensor(const VarPtr& var) {
   if (var->kind == VarKind::kTensor) return true;
   for (const VarPtr& item : var->items) {
     if (item && ContainsTensor(item)) return true;
+  }
+  return false;
+}
+
+bool ContainsNdarray(const VarPtr& var) {
+  if (var->kind == VarKind::kTensor) return var->is_ndarray;
+  for (const VarPtr& item : var->items) {
+    if (item && ContainsNdarray(item)) return true;
   }
   return false;
 }

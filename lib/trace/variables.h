@@ -68,6 +68,12 @@ struct Var {
   // in-place op (x.add_(1), x += 1) returns its first argument itself.
   std::string identity;
   ops::TensorMeta meta;
+  // kTensor: a numpy.ndarray over this tensor (numpy.cc). NumPy's rules,
+  // not torch's, apply to it; no torch operation takes it (ToValue).
+  bool is_ndarray = false;
+  // is_ndarray: a 0-d result NumPy hands back as a scalar (np.float64), as
+  // reductions and ufuncs on 0-d operands do.
+  bool numpy_scalar = false;
   // kTensor read from a real tensor: its class (nn.Parameter, a subclass);
   // empty: torch.Tensor, what every op the registry knows returns.
   python::Object tensor_type;
@@ -89,6 +95,7 @@ struct Var {
   // kDictView: "keys", "values" or "items"
   std::string name;
   // kMethod: the receiver; kFunction: the bound self (methods of modules);
+  // kTensor: the input an array view is of (x.numpy(), torch.from_numpy(a));
   // kDictView: the dict; kIterator: the list it reads live (CPython's list
   // iterator indexes the list at each step, so it sees appends made after
   // it), or the dict whose keys it holds (a change of size raises)
@@ -149,5 +156,7 @@ absl::StatusOr<int64_t> AsInt(const VarPtr& var);
 
 // True when the tracker, or anything inside it, is a tensor.
 bool ContainsTensor(const VarPtr& var);
+// True when the tracker, or anything inside it, is a numpy.ndarray.
+bool ContainsNdarray(const VarPtr& var);
 
 }  // namespace dynamo::trace

@@ -395,6 +395,13 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             if allowed is None and node.target.startswith("allow_in_graph."):
                 raise CaptureError(f"{what}: call target {trust.show(node.target)} is a function put in the graph "
                                    "by dynamo.allow_in_graph: only the live capture that made it can call it")
+            if allowed is None and node.target.startswith("torch._numpy."):
+                # NumPy on tensors (dynamo.numpy_bridge): torch._numpy's own
+                # functions, methods and operators, by name.
+                from dynamo import numpy_bridge
+                allowed = numpy_bridge.resolve(node.target)
+                if allowed is None:
+                    raise CaptureError(f"{what}: call target {trust.show(node.target)} names nothing in torch._numpy")
             if allowed is None:
                 allowed = (_operator_target(node.target, what) if node.inferred_on_meta
                            else trust.call_target(node.target, what))

@@ -338,7 +338,8 @@ class Runtime:
         if result["graph_name"]:
             gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables())
             frame = frame_for_call(fn, args, kwargs)
-            example_inputs = [resolve_source(i.name, frame, globals_) for i in _placeholder_sources(capture)]
+            example_inputs = [_graph_input(resolve_source(i.name, frame, globals_))
+                              for i in _placeholder_sources(capture)]
             self.graphs.append(gm)
             self.graphs_made += 1
             if config.verbose:
@@ -367,6 +368,15 @@ class Runtime:
             slots, outputs, is_tuple = result["direct"]
             direct = (compiled, slots, outputs, is_tuple)
         return _Entry(capture, function, result["capture"], direct, installed)
+
+
+def _graph_input(value):
+    """A graph input as the graph takes it: a numpy.ndarray input is the
+    tensor over its memory (lib/trace/numpy.cc)."""
+    t = type(value)
+    if t.__name__ == "ndarray" and t.__module__ == "numpy":
+        return torch.as_tensor(value)
+    return value
 
 
 def _let_go(gm):

@@ -23,9 +23,10 @@ Expected counts follow the runner's rules (see the project's break-runner brief)
      break, e.g. .item(), which are constants in the resume graph), list lengths,
      identity of globals, grad mode.
   R9 `breaks` counts distinct break sites over all calls.
-What breaks (the 2022 design): print, .item(), .tolist(), .numpy(),
-torch.from_numpy, numpy/scipy functions, unknown C functions (zlib, struct,
-json), data-dependent jumps.  Where a Python scalar changes between calls it is
+What breaks (the 2022 design): print, .item(), .tolist(), scipy functions,
+numpy.random and NumPy forms torch._numpy lacks (out=), unknown C functions
+(zlib, struct, json), data-dependent jumps. NumPy on tensors (.numpy(),
+numpy functions, torch.from_numpy) is traced, as torch._dynamo traces it.  Where a Python scalar changes between calls it is
 used in tensor code on the side of the break where it is read, so the count does
 not hinge on whether unused scalars are guarded.
 
@@ -248,9 +249,9 @@ def np_roundtrip(x):
 
 
 case("np_roundtrip", np_roundtrip, [lambda: A(T(3, 3, seed=22))],
-     graphs=2, breaks=3, tags=("numpy",),
-     why="breaks at .numpy(), np.square, torch.from_numpy; graphs [add] and [mul,add]; "
-         "the two resumes between have no tensor op")
+     graphs=1, breaks=0, tags=("numpy",),
+     why="NumPy on tensors is traced (torch._numpy): .numpy(), np.square and torch.from_numpy "
+         "are in the one graph [add, square, mul, add]")
 
 
 def np_arg(x, arr):
@@ -261,8 +262,9 @@ def np_arg(x, arr):
 case("np_arg", np_arg,
      [lambda: A(T(4, seed=23), T(4, seed=24).numpy()),
       lambda: A(T(4, seed=25), T(4, seed=26).numpy())],
-     graphs=1, breaks=1, tags=("numpy", "tuple"),
-     why="from_numpy is the first instruction (no graph); resume [mul,sum] reused")
+     graphs=1, breaks=0, tags=("numpy", "tuple"),
+     why="the array argument is a graph input (torch.as_tensor of it, its dtype and layout "
+         "guarded); [mul,sum] reused for the second array")
 
 
 def _np_normalize(t):
@@ -278,8 +280,8 @@ def np_helper(x, y):
 
 
 case("np_helper", np_helper, [lambda: A(T(3, 4, seed=27), T(3, 4, seed=28))],
-     graphs=2, breaks=1, tags=("numpy", "nested"),
-     why="R4: numpy work inside the helper is one break at the call: [mul] | [add]")
+     graphs=1, breaks=0, tags=("numpy", "nested"),
+     why="R4: the helper's NumPy work (mean, std, arithmetic) is traced: one graph")
 
 
 def np_view_mutation(x):
@@ -290,9 +292,9 @@ def np_view_mutation(x):
 
 
 case("np_view_mutation", np_view_mutation, [lambda: A(T(2, 2, seed=29))],
-     graphs=2, breaks=2, tags=("numpy", "tuple"),
-     why="breaks at .numpy() and np.negative (which mutates y through the shared buffer); "
-         "[clone] | [mul] must see the mutation")
+     graphs=2, breaks=1, tags=("numpy", "tuple"),
+     why=".numpy() is traced; np.negative(out=a) breaks (out= is not traced) and mutates y "
+         "through the shared buffer: [clone] | [mul] must see the mutation")
 
 
 # ============================================================ scipy
@@ -304,8 +306,8 @@ def scipy_dct_ortho(x):
 
 
 case("scipy_dct_ortho", scipy_dct_ortho, [lambda: A(T(4, 4, seed=30))],
-     graphs=2, breaks=3, tags=("scipy", "numpy"),
-     why="breaks at .numpy(), scipy.fft.dct, torch.from_numpy; [mul] | [add]")
+     graphs=2, breaks=1, tags=("scipy", "numpy"),
+     why=".numpy() and torch.from_numpy are traced; scipy.fft.dct breaks: [mul] | [add]")
 
 
 def _expit(t):
@@ -329,8 +331,9 @@ def scipy_erf_inline(x):
 
 
 case("scipy_erf_inline", scipy_erf_inline, [lambda: A(T(5, seed=33))],
-     graphs=1, breaks=3, tags=("scipy", "numpy", "tuple"),
-     why="breaks at .numpy(), erf, from_numpy with no op before them; last resume [mul,sum]")
+     graphs=1, breaks=1, tags=("scipy", "numpy", "tuple"),
+     why=".numpy() of the input is traced, erf breaks with no op before it (x.numpy() is "
+         "rebuilt from x); the resume after it [mul,sum]")
 
 
 def scipy_comb(x):
@@ -645,8 +648,8 @@ def nested_numpy(x):
 
 
 case("nested_numpy", nested_numpy, [lambda: A(T(3, 2, seed=71))],
-     graphs=2, breaks=1, tags=("nested", "numpy", "dict"),
-     why="R4: [exp] | _mid_np in Python (its mul/add uncaptured) | [sub]")
+     graphs=1, breaks=0, tags=("nested", "numpy", "dict"),
+     why="R4: np.cumsum two levels down is traced: one graph [exp, mul, cumsum, add, sub]")
 
 
 def _leaf_json(meta, *, indent=None):
@@ -1195,8 +1198,8 @@ def opaque_numpy(x):
 
 
 case("opaque_numpy", opaque_numpy, [lambda: A(T(3, 4, seed=126))],
-     graphs=2, breaks=1, tags=("opaque", "numpy", "nested"),
-     why="R4: [flatten,getitem,mul] | smooth in Python | [sub]")
+     graphs=1, breaks=0, tags=("opaque", "numpy", "nested"),
+     why="R4: the helper's NumPy smoothing is traced: one graph")
 
 
 # ============================================================ nn.Modules

@@ -68,6 +68,20 @@ def _floats_equal(a, b):
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
+# Cases tagged "numpy" run NumPy code in the graph on torch's kernels
+# (lib/trace/numpy.cc), whose float results may differ from NumPy's own in
+# the last place (torch's vectorised sqrt is Sleef's, 0.5001 ulp): for them
+# float tensors agree to a few ulps, everything else still exactly.
+_ULPS = {"on": False}
+
+
+def _close_in_ulps(ev, cv):
+    if not _ULPS["on"] or not ev.is_floating_point():
+        return False
+    eps = torch.finfo(ev.dtype).eps
+    return bool(torch.isclose(ev, cv, rtol=4 * eps, atol=0, equal_nan=True).all())
+
+
 def _compare(e, c, path, out):
     """Appends a line to out for every difference between eager e and compiled c."""
     if type(e) is not type(c):
@@ -83,7 +97,7 @@ def _compare(e, c, path, out):
         elif not torch.equal(ev, cv):
             same = (ev.is_floating_point() or ev.is_complex()) and \
                 bool(((ev == cv) | (ev.isnan() & cv.isnan())).all())
-            if not same:
+            if not same and not _close_in_ulps(ev, cv):
                 diff = (ev.double() - cv.double()).abs().max().item() if ev.numel() else 0
                 out.append(f"{path}: tensor values differ (max abs diff {diff!r})")
     elif isinstance(e, np.ndarray):
@@ -150,9 +164,13 @@ def _check_case(case, compile_fn, verbose):
         problems.append(f"eager raised on calls {bad}: {eager[bad[0]]['result']}")
     compiled_obj = compile_fn(case.fn)
     compiled = _run_all(case, compiled_obj)
-    for i, (e, c) in enumerate(zip(eager, compiled)):
-        for key in ("result", "args", "kwargs", "state", "printed"):
-            _compare(e[key], c[key], f"call {i} {key}", problems)
+    _ULPS["on"] = "numpy" in case.tags
+    try:
+        for i, (e, c) in enumerate(zip(eager, compiled)):
+            for key in ("result", "args", "kwargs", "state", "printed"):
+                _compare(e[key], c[key], f"call {i} {key}", problems)
+    finally:
+        _ULPS["on"] = False
     stats = compiled_obj.stats()
     expected = {"graphs": case.graphs, "breaks": case.breaks}
     for key, want in expected.items():

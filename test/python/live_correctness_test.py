@@ -133,6 +133,130 @@ def legacy_tensor_types():
 
 
 
+BOUND_LEN = __import__("types").MethodType(len, [1, 2, 3])
+
+
+@minimal
+def bound_method_of_a_builtin():
+    # A method object over a non-Python callable (a Cython method such as
+    # numpy.random.uniform, MethodType(len, x)) keeps its self when the
+    # rewritten code calls it after a break.
+    def f(x):
+        return x + BOUND_LEN()
+    return check("MethodType(len, list)()", f, [(X,)])
+
+
+# ---------------------------------------------------------------------------
+# NumPy on tensors (lib/trace/numpy.cc): each program optimized and eager
+# give arrays of the same type, dtype, shape and values (NumPy's float64
+# defaults included), with the graph count where it is the point.
+
+def same_numpy(a, b):
+    import numpy as np
+    if isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic)):
+        return type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and \
+            bool(np.allclose(a, b, equal_nan=True))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and \
+            a.shape == b.shape and torch.allclose(a, b)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(same_numpy(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def numpy_cases():
+    import numpy as np
+    t = torch.randn(3, 4)
+
+    def break_between(x):
+        a = x.numpy()
+        b = a * 2
+        dynamo.graph_break()
+        return np.multiply(b, 2.0)
+
+    def setitem(x):
+        a = x.numpy().copy()
+        a[0] = 7
+        return a
+
+    return [
+        # (name, fn, args, graphs)
+        ("ndarray method sum(axis)", lambda x: x.numpy().sum(axis=0), (t,), 1),
+        ("ndarray methods reshape/transpose/astype", lambda x: x.numpy().reshape(4, 3).transpose().astype(np.int32),
+         (t,), 1),
+        ("ndarray attributes", lambda x: (x.numpy().shape, x.numpy().ndim, x.numpy().size, x.numpy().T), (t,), 1),
+        ("np function with a scalar", lambda x: np.add(x.numpy(), 1), (t,), 1),
+        ("float64 defaults: ones_like + arange", lambda x: np.ones_like(x.numpy()) + np.arange(4), (t,), 1),
+        ("int array / int is float64", lambda a: a / 2, (np.arange(5),), 1),
+        ("np.mean over an axis", lambda x: np.mean(x.numpy(), axis=1), (t,), 1),
+        ("linalg and fft", lambda x: (np.linalg.norm(x.numpy()), np.fft.fft(x.numpy())), (t,), 1),
+        ("array input, operators", lambda a: a * 2 + 1 - (a ** 2), (np.arange(6).reshape(2, 3),), 1),
+        ("float32 array input", lambda a: np.sin(a) ** 2, (np.ones(3, dtype=np.float32),), 1),
+        ("slicing", lambda a: a[1:, ::2], (np.arange(12).reshape(3, 4),), 1),
+        ("iteration yields arrays", lambda a: [r for r in a], (np.arange(3)[:, None],), 1),
+        ("setitem on a copy", setitem, (t,), 1),
+        ("dtype argument", lambda dt: np.arange(5, dtype=dt), (np.float32,), 1),
+        ("mixed: torch.from_numpy", lambda x, a: x + torch.from_numpy(a), (torch.ones(3, dtype=torch.float64),
+                                                                         np.arange(3.0)), 1),
+        ("returns array and tensor", lambda x: (x.numpy(), x + 1), (t,), 1),
+        ("a break in the middle", break_between, (t,), 2),
+        ("np.random stays NumPy's", lambda x: (x.numpy() + 1, np.random.RandomState(0).randn(2).shape), (t,), None),
+    ]
+
+
+@minimal
+def numpy_on_tensors():
+    ok = True
+    for name, fn, args, graphs in numpy_cases():
+        counter = Counter()
+        try:
+            e = fn(*args)
+            o = dynamo.optimize(counter)(fn)(*args)
+        except Exception as ex:  # noqa: BLE001 - reported as a failure
+            FAILURES.append(f"numpy {name}: raised {type(ex).__name__}: {ex}")
+            ok = False
+            continue
+        if not same_numpy(e, o):
+            FAILURES.append(f"numpy {name}: eager {e!r:.200} optimized {o!r:.200}")
+            ok = False
+        elif graphs is not None and counter.graphs != graphs:
+            FAILURES.append(f"numpy {name}: {counter.graphs} graphs, expected {graphs}")
+            ok = False
+    return ok
+
+
+@minimal
+def numpy_input_guards_and_inplace():
+    # An array input's dtype and layout are guarded (a change recaptures);
+    # a += 1 updates the caller's array and returns that very array.
+    import numpy as np
+    counter = Counter()
+    f = dynamo.optimize(counter)(lambda a: a / 2 + 1)
+    ok = True
+    for a in [np.arange(4), np.arange(4), np.arange(4.0, dtype=np.float32), np.arange(6).reshape(2, 3).T]:
+        ok &= same_numpy(f(a), a / 2 + 1)
+    ok &= counter.graphs == 3
+
+    def g(a):
+        a += 1
+        return a
+    x, y = np.zeros(3), np.zeros(3)
+    r = dynamo.optimize(Counter())(g)(x)
+    ok &= r is x and same_numpy(x, g(y))
+    if not ok:
+        FAILURES.append(f"numpy input guards / in place: {counter.graphs} graphs, {x}, {r is x}")
+    return ok
+
+
+@minimal
+def numpy_readonly_input_stays_readonly():
+    # Returned as it came in: the very array, read-only as NumPy keeps it.
+    import numpy as np
+    x = np.broadcast_to(np.arange(3), (2, 3))
+    y = dynamo.optimize(Counter())(lambda a: a)(x)
+    return y is x and not y.flags.writeable
+
+
 @minimal
 def inplace_result_identity():
     # x.add_(1) returns x itself: `is`, `in` and set membership see one object.
