@@ -178,7 +178,7 @@ def inductor_race(names):
     import subprocess
     import tempfile
     print(f"{'inductor':10} {'compile ours s':>14} {'torch s':>8} {'ratio':>6}   "
-          f"{'latency ours ms':>15} {'torch ms':>9} {'eager ms':>9}   speed-up ours/torch   equal")
+          f"{'latency ours ms':>15} {'torch ms':>9} {'eager ms (each side)':>21}   speed-up ours/torch   equal")
     for name in names or INDUCTOR_MODELS:
         row = {}
         for side in ("ours", "torch"):
@@ -190,7 +190,7 @@ def inductor_race(names):
                 row[side] = json.loads(out.stdout.strip().splitlines()[-1])
         o, t = row["ours"], row["torch"]
         print(f"{name:10} {o['compile']:14.2f} {t['compile']:8.2f} {t['compile'] / max(o['compile'], 1e-9):5.2f}x   "
-              f"{o['compiled'] * 1e3:15.3f} {t['compiled'] * 1e3:9.3f} {o['eager'] * 1e3:9.3f}   "
+              f"{o['compiled'] * 1e3:15.3f} {t['compiled'] * 1e3:9.3f} {o['eager'] * 1e3:10.3f} {t['eager'] * 1e3:10.3f}   "
               f"{o['eager'] / o['compiled']:8.2f}x / {t['eager'] / t['compiled']:.2f}x   {o['same'] and t['same']}")
 
 
