@@ -1031,7 +1031,8 @@ absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& nam
   Object owner;  // what hasattr is asked of
   bool instance = false;
   if (v->kind == VarKind::kFunction && v->object && PyCode_Check(v->object.get())) {
-    owner = FunctionStandIn(v);
+    owner = FunctionStandIn(v);  // a real function of its code: asked as the instance
+    instance = true;
   } else if (v->object && !v->is_tensor()) {
     owner = v->object;
     instance = true;

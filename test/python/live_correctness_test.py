@@ -228,7 +228,8 @@ def hasattr_of_trackers():
     def partial(x):
         p = functools.partial(lambda u, v: u + v, v=x)
         y = p(x)
-        flags = [hasattr(p, n) for n in names], hasattr([], "__name__"), hasattr(y.sin(), "__name__")
+        flags = [hasattr(p, n) for n in names], hasattr([], "__name__"), hasattr(y.sin(), "__name__"), \
+            hasattr(lambda: 0, "__name__"), hasattr(lambda: 0, "func")
         return y * 2, flags
 
     def tensor(x):
