@@ -430,11 +430,18 @@ class Emitter {
         // its function again on the same arguments makes the same generator.
         // One it has resumed holds a frame midway, which bytecode cannot
         // rebuild.
+        // itertools' lazy iterators are rebuilt so too, their last
+        // `keys.size()` arguments given by keyword.
         if (v->position != 0 || !v->self) return Unrebuildable("a generator the trace has started");
         Emit(op::kPushNull);
         if (absl::Status s = Load(v->self); !s.ok()) return s;
         for (const VarPtr& item : v->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;
+        }
+        if (!v->keys.empty()) {
+          std::vector<Object> names;
+          for (const VarPtr& k : v->keys) names.push_back(k->object);
+          Emit(op::kKwNames, Const(python::MakeTuple(names)));
         }
         Call(static_cast<int>(v->items.size()));
         return Remember(v);
@@ -779,6 +786,11 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   const bool run_one = st.kind == StopState::Kind::kInstruction;
   const bytecode::Instruction& stop_in = code.instructions[st.index];
   auto [n_in, n_out] = run_one ? StackUse(stop_in) : std::pair<int, int>{0, 0};
+  // LOAD_METHOD leaves two values, (NULL, bound attribute) or (function,
+  // self), and a NULL cannot travel as an argument: run alone it is
+  // LOAD_ATTR (the bound attribute), and the resume function pushes the
+  // NULL below it, the shape CALL takes for any callable.
+  const bool method_load = run_one && stop_in.opcode == op::kLoadMethod;
   if (static_cast<size_t>(n_in) > st.stack.size()) return absl::InternalError("stack shorter than the operands");
   const size_t deep = st.stack.size() - static_cast<size_t>(n_in);
   // Locals live after the stop (the instruction itself reads none).
@@ -935,13 +947,14 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     if (stop_in.argument.kind == bytecode::ArgKind::kName) arg = e.Name(std::string(stop_in.argument.text));
     if (stop_in.argument.kind == bytecode::ArgKind::kConst) arg = e.Const(code.Constant(stop_in.argument.index));
     jump_index = e.instructions().size();
-    e.Emit(stop_in.opcode, arg);
+    e.Emit(method_load ? op::kLoadAttr : stop_in.opcode, arg);
   }
 
   const std::vector<int> cells = layout.Cells();
   auto resume_call = [&](size_t target, int results) -> absl::Status {
     std::vector<bool> mask;
     for (size_t i = 0; i < deep; ++i) mask.push_back(st.stack[i]->kind == VarKind::kNull);
+    if (method_load) mask.push_back(true);
     for (int i = 0; i < results; ++i) mask.push_back(false);
     if (zero_arg_super && std::find(mask.begin(), mask.end(), false) != mask.end()) {
       // Stack values come first among a resume function's arguments.

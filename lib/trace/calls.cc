@@ -600,6 +600,15 @@ std::vector<std::string> ReturnFields(const std::string& target, size_t arity) {
 
 absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::Kind kind,
                                           const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  if (kind == ir::Node::CALL_FUNCTION && absl::StartsWith(target, "Tensor.")) {
+    // torch.Tensor.add_(t, 1) is t.add_(1): a "Tensor.<name>" target names a
+    // method, and graphs (FX's call_method, the loader's allowlist) hold it as one.
+    if (args.empty() || !args[0]->is_tensor()) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat(target, "() without a tensor first"),
+                   "the descriptor applies to tensors only: the call would raise TypeError");
+    }
+    kind = ir::Node::CALL_METHOD;
+  }
   std::vector<ops::Value> values;
   std::vector<ops::Kwarg> kw;
   for (const VarPtr& a : args) {
@@ -1008,6 +1017,9 @@ Object Translator::ClassOf(const VarPtr& v) {
       return builtin(&PyRange_Type);
     case VarKind::kSet:
       return builtin(v->name == "frozenset" ? &PyFrozenSet_Type : &PySet_Type);
+    case VarKind::kPartial:
+      if (v->object) return type_of(v->object.get());
+      return Object::Borrow(StdlibObject("functools", "partial"));
     case VarKind::kDictView: {
       Object d = Object::Steal(PyDict_New());
       Object view = Object::Steal(PyObject_CallMethod(d.get(), v->name.c_str(), nullptr));
@@ -1073,7 +1085,8 @@ absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& nam
   Object owner;  // what hasattr is asked of
   bool instance = false;
   if (v->kind == VarKind::kFunction && v->object && PyCode_Check(v->object.get())) {
-    owner = FunctionStandIn(v);
+    owner = FunctionStandIn(v);  // a real function of its code: asked as the instance
+    instance = true;
   } else if (v->object && !v->is_tensor()) {
     owner = v->object;
     instance = true;
@@ -1081,7 +1094,30 @@ absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& nam
     owner = ClassOf(v);  // a tensor or a container made by the trace: its class's attributes
   }
   if (!owner) return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of ", Describe(*v)), "");
-  if (instance && attr_overlay_.contains(std::make_pair(v->object.get(), name))) return true;
+  if (!instance) {
+    // A tracker's attributes are its class's, looked up along the MRO as
+    // the instance would (not the class object's own, which adds the
+    // metaclass's __name__, __qualname__, ...).
+    if (!PyType_Check(owner.get())) return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of ", Describe(*v)), "");
+    if (_PyType_Lookup(reinterpret_cast<PyTypeObject*>(owner.get()), python::FromString(name).get()) != nullptr) {
+      return true;
+    }
+    // Besides, a real tensor may carry attributes of its own (x.foo = 1):
+    // the input's presence is read and guarded. Trackers the trace made
+    // (a partial, a container, a new tensor) start with no instance dict.
+    PyObject* real = v->is_tensor() ? RealTensor(v) : nullptr;
+    if (real == nullptr) return false;
+    Object a = Object::Steal(PyObject_GetAttrString(real, name.c_str()));
+    if (!a) PyErr_Clear();
+    if (!v->source) {
+      if (!a) return false;
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of the attribute '", name, "' a tensor carries"),
+                   "read it from the tensor as it came in");
+    }
+    guards_.HasAttr(v->source, name, static_cast<bool>(a));
+    return static_cast<bool>(a);
+  }
+  if (attr_overlay_.contains(std::make_pair(v->object.get(), name))) return true;
   Object a = Object::Steal(PyObject_GetAttrString(owner.get(), name.c_str()));
   if (!a) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -1094,6 +1130,13 @@ absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& nam
   // Presence is a fact read from the input: guarded like its value would be.
   if (v->source) guards_.HasAttr(v->source, name, static_cast<bool>(a));
   return static_cast<bool>(a);
+}
+
+PyObject* Translator::RealTensor(const VarPtr& t) {
+  for (const auto& [object, node] : attribute_nodes_) {
+    if (node == t->tensor_identity()) return object;
+  }
+  return nullptr;
 }
 
 Object Translator::FunctionStandIn(const VarPtr& fn) {
@@ -1757,6 +1800,8 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
     case VarKind::kDict:
     case VarKind::kGradMode:
       return Var::Method(obj, name);
+    case VarKind::kSet:
+      return SetAttr(obj, name);
     case VarKind::kNull:
     case VarKind::kIterator:
     case VarKind::kCell:

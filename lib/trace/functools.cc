@@ -18,12 +18,9 @@
 #include "lib/trace/translator_internal.h"
 
 namespace dynamo::trace {
-namespace {
 
 using python::Object;
 
-// functools.partial, functools.reduce, itertools.chain, itertools.islice:
-// resolved once per process (leaked on purpose, as the interpreter's own).
 PyObject* StdlibObject(const char* module, const char* name) {
   static auto* cache = new absl::flat_hash_map<std::string, PyObject*>();
   std::string key = absl::StrCat(module, ".", name);
@@ -39,6 +36,8 @@ PyObject* StdlibObject(const char* module, const char* name) {
   (*cache)[key] = found;
   return found;
 }
+
+namespace {
 
 bool Is(const VarPtr& fn, const char* module, const char* name) {
   PyObject* o = StdlibObject(module, name);
@@ -56,7 +55,94 @@ std::optional<int64_t> SliceBound(const VarPtr& v, int64_t if_none) {
   return static_cast<int64_t>(n);
 }
 
+// Binds a C function's arguments as its signature does: the first
+// `positional` of `names` may come by position, any by keyword unless
+// `no_keywords`; the first `required` must come. Unbound ones stay null;
+// nothing when the call would raise TypeError.
+std::optional<std::vector<VarPtr>> BindCSignature(const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                                                 const std::vector<const char*>& names, size_t positional,
+                                                 size_t required, bool no_keywords = false) {
+  if (args.size() > positional || (no_keywords && !kwargs.empty())) return std::nullopt;
+  std::vector<VarPtr> bound(names.size());
+  for (size_t i = 0; i < args.size(); ++i) bound[i] = args[i];
+  for (const auto& [k, v] : kwargs) {
+    size_t i = 0;
+    while (i < names.size() && k != names[i]) ++i;
+    if (i == names.size() || bound[i]) return std::nullopt;
+    bound[i] = v;
+  }
+  for (size_t i = 0; i < required; ++i) {
+    if (!bound[i]) return std::nullopt;
+  }
+  return bound;
+}
+
+// A number as count() takes one (PyNumber_Check): a numeric constant or a tensor.
+bool IsNumber(const VarPtr& v) {
+  if (v->is_tensor()) return true;
+  return v->is_constant() && PyNumber_Check(v->object.get()) && !PyUnicode_Check(v->object.get());
+}
+
 }  // namespace
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallItertool(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                               const Kwargs& kwargs) {
+  using R = absl::StatusOr<VarPtr>;
+  static const char* const kNames[] = {"count", "repeat", "cycle", "accumulate", "groupby"};
+  const char* name = nullptr;
+  for (const char* n : kNames) {
+    if (Is(fn, "itertools", n)) name = n;
+  }
+  if (name == nullptr) return std::nullopt;
+  guards_.IdMatch(fn->source, fn->object);
+  const std::string what = name;
+  auto raises = [&](const std::string& error) {
+    return R(Break(ir::GraphBreak::OTHER, absl::StrCat("itertools.", what, "() with these arguments"),
+                   absl::StrCat("the call would raise ", error)));
+  };
+  auto iter_of = [&](const VarPtr& iterable) -> absl::StatusOr<VarPtr> { return GetIter(iterable); };
+  // The iterator a constructor keeps (iter() of its iterable, taken now).
+  VarPtr made;
+  if (what == "count") {
+    std::optional<std::vector<VarPtr>> a = BindCSignature(args, kwargs, {"start", "step"}, 2, 0);
+    if (!a) return raises("TypeError");
+    VarPtr start = (*a)[0] ? (*a)[0] : Var::Constant(python::FromLong(0));
+    VarPtr step = (*a)[1] ? (*a)[1] : Var::Constant(python::FromLong(1));
+    if (!IsNumber(start) || !IsNumber(step)) return raises("TypeError: a number is required");
+    made = MakeItertool(what, nullptr, nullptr, start, step, -1);
+  } else if (what == "repeat") {
+    std::optional<std::vector<VarPtr>> a = BindCSignature(args, kwargs, {"object", "times"}, 2, 1);
+    if (!a) return raises("TypeError");
+    int64_t times = -1;
+    if ((*a)[1]) {
+      absl::StatusOr<int64_t> n = AsInt((*a)[1]);
+      if (!n.ok() || !(*a)[1]->is_constant() || !PyLong_Check((*a)[1]->object.get())) return raises("TypeError");
+      times = std::max<int64_t>(*n, 0);  // a negative count repeats nothing
+    }
+    made = MakeItertool(what, nullptr, nullptr, (*a)[0], nullptr, times);
+  } else {
+    const bool cycle = what == "cycle";
+    std::optional<std::vector<VarPtr>> a =
+        cycle ? BindCSignature(args, kwargs, {"iterable"}, 1, 1, /*no_keywords=*/true)
+        : what == "accumulate" ? BindCSignature(args, kwargs, {"iterable", "func", "initial"}, 2, 1)
+                               : BindCSignature(args, kwargs, {"iterable", "key"}, 2, 1);
+    if (!a) return raises("TypeError");
+    absl::StatusOr<VarPtr> it = iter_of((*a)[0]);
+    if (!it.ok()) return R(it.status());
+    VarPtr function = a->size() > 1 ? (*a)[1] : nullptr;
+    VarPtr initial = a->size() > 2 ? (*a)[2] : nullptr;
+    made = MakeItertool(what, *it, function, initial, nullptr, -1);
+  }
+  // Untouched, the iterator is rebuilt by calling the constructor again on
+  // the same (kept) arguments, as a generator expression is.
+  made->self = fn;
+  for (const VarPtr& a : args) made->items.push_back(a);
+  for (const auto& [k, v] : kwargs) {
+    made->items.push_back(v);
+    made->keys.push_back(Var::Constant(python::FromString(k)));
+  }
+  return R(made);
+}
 
 std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
                                                                 Kwargs& kwargs) {
@@ -156,6 +242,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn
     }
     return absl::StatusOr<VarPtr>(result);
   }
+
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallItertool(fn, args, kwargs)) return r;
 
   if (Is(fn, "itertools", "chain")) {
     if (!kwargs.empty()) {

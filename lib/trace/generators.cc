@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/bytecode/opcodes.h"
 #include "lib/python/error.h"
 #include "lib/trace/translator_internal.h"
 
@@ -28,7 +29,10 @@ namespace dynamo::trace {
 
 // The state behind a kGenerator tracker.
 struct GeneratorState {
-  enum class Kind { kFrame, kEnumerate, kZip, kMap, kFilter, kChain, kChainFromIterable, kIslice };
+  enum class Kind {
+    kFrame, kEnumerate, kZip, kMap, kFilter, kChain, kChainFromIterable, kIslice,
+    kCount, kRepeat, kCycle, kAccumulate, kGroupby, kGrouper,
+  };
   Kind kind = Kind::kFrame;
   // kFrame: the expression's frame, suspended at its start or after a yield.
   std::unique_ptr<Translator::Frame> frame;
@@ -43,6 +47,16 @@ struct GeneratorState {
   // kChain: the iterables, each made an iterator when reached (count: the
   // current one). kIslice: CPython's islice state (count is `cnt`).
   int64_t next = 0, stop = -1, step = 1;
+  // kCount: the next value and the step; kRepeat: the object (stop: the
+  // times left, -1 for ever); kAccumulate: the running total (null before
+  // the first value) and `initial` (null once yielded or when not given).
+  VarPtr value, increment, initial;
+  // kCycle: the values of the first pass, yielded again in turn (`next`).
+  std::vector<VarPtr> saved;
+  // kGroupby: CPython's groupbyobject (tgtkey, currkey, currvalue; null
+  // when unset) and `count` numbers its current grouper. kGrouper:
+  // inputs[0] is its groupby, `value` its key, `count` its number.
+  VarPtr tgtkey, currkey, currvalue;
 };
 
 namespace {
@@ -62,6 +76,17 @@ VarPtr NewGenerator(GeneratorState::Kind kind) {
   v->generator = std::make_shared<GeneratorState>();
   v->generator->kind = kind;
   return v;
+}
+
+// BINARY_OP's index of +, which count and accumulate add with.
+int NbAdd() {
+  static const int index = [] {
+    for (size_t i = 0; i < std::size(bytecode::generated::kBinaryOps); ++i) {
+      if (absl::string_view(bytecode::generated::kBinaryOps[i].name) == "NB_ADD") return static_cast<int>(i);
+    }
+    return -1;
+  }();
+  return index;
 }
 
 // `sep.join` of a str or bytes: a method that takes all of its iterable.
@@ -94,6 +119,50 @@ VarPtr Translator::MakeIslice(VarPtr iterator, int64_t start, int64_t stop, int6
   v->generator->stop = stop;
   v->generator->step = step;
   return v;
+}
+
+VarPtr Translator::MakeItertool(const std::string& name, VarPtr iterator, VarPtr function, VarPtr value,
+                                VarPtr step, int64_t times) {
+  using K = GeneratorState::Kind;
+  const K kind = name == "count"        ? K::kCount
+                 : name == "repeat"     ? K::kRepeat
+                 : name == "cycle"      ? K::kCycle
+                 : name == "accumulate" ? K::kAccumulate
+                                        : K::kGroupby;
+  VarPtr v = NewGenerator(kind);
+  GeneratorState& g = *v->generator;
+  if (iterator) g.inputs = {std::move(iterator)};
+  g.function = std::move(function);
+  if (kind == K::kAccumulate) {
+    g.initial = std::move(value);
+  } else {
+    g.value = std::move(value);
+  }
+  g.increment = std::move(step);
+  g.stop = times;
+  return v;
+}
+
+absl::StatusOr<bool> Translator::GroupbyStep(const VarPtr& groupby) {
+  GeneratorState& g = *groupby->generator;
+  absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[0]);
+  if (!v.ok()) return v.status();
+  if (!*v) return false;
+  VarPtr key = **v;
+  if (g.function && !g.function->is_none()) {
+    absl::StatusOr<VarPtr> k = Call(g.function, {**v}, {});
+    if (!k.ok()) return k.status();
+    key = *k;
+  }
+  g.currvalue = **v;
+  g.currkey = key;
+  return true;
+}
+
+absl::StatusOr<bool> Translator::KeysEqual(const VarPtr& a, const VarPtr& b) {
+  absl::StatusOr<VarPtr> eq = Compare("==", a, b);
+  if (!eq.ok()) return eq.status();
+  return Truthy(*eq);
 }
 
 bool Translator::IsGeneratorExpression(const bytecode::DecodedCode& code) {
@@ -242,6 +311,101 @@ absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
       g.next += g.step;
       if (g.next < old_next || (g.stop != -1 && g.next > g.stop)) g.next = g.stop;
       return **v;
+    }
+    case GeneratorState::Kind::kCount: {
+      // count_next: the value, then value + step (PyNumber_Add).
+      VarPtr current = g.value;
+      absl::StatusOr<VarPtr> after = BinaryOp(NbAdd(), current, g.increment);
+      if (!after.ok()) return after.status();
+      g.value = *after;
+      return current;
+    }
+    case GeneratorState::Kind::kRepeat:
+      if (g.stop == 0) return end();
+      if (g.stop > 0) --g.stop;
+      return g.value;
+    case GeneratorState::Kind::kCycle: {
+      // cycle_next: the first pass saves each value; then the saved ones
+      // in turn (none saved: exhausted).
+      if (!g.inputs.empty()) {
+        absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[0]);
+        if (!v.ok()) return v.status();
+        if (*v) {
+          g.saved.push_back(**v);
+          return **v;
+        }
+        g.inputs.clear();
+      }
+      if (g.saved.empty()) return end();
+      VarPtr item = g.saved[static_cast<size_t>(g.next)];
+      if (++g.next >= static_cast<int64_t>(g.saved.size())) g.next = 0;
+      return item;
+    }
+    case GeneratorState::Kind::kAccumulate: {
+      // accumulate_next: `initial` first, as the starting total.
+      if (g.initial && !g.initial->is_none()) {
+        g.value = g.initial;
+        g.initial = nullptr;
+        return g.value;
+      }
+      absl::StatusOr<std::optional<VarPtr>> v = NextValue(g.inputs[0]);
+      if (!v.ok()) return v.status();
+      if (!*v) return end();
+      if (!g.value) {
+        g.value = **v;
+        return g.value;
+      }
+      absl::StatusOr<VarPtr> total = g.function && !g.function->is_none() ? Call(g.function, {g.value, **v}, {})
+                                                                         : BinaryOp(NbAdd(), g.value, **v);
+      if (!total.ok()) return total.status();
+      g.value = *total;
+      return g.value;
+    }
+    case GeneratorState::Kind::kGroupby: {
+      // groupby_next: skip what is left of the current group, then a new
+      // grouper for the next key.
+      ++g.count;  // the previous grouper yields nothing more
+      for (;;) {
+        if (g.currkey) {
+          if (!g.tgtkey) break;
+          absl::StatusOr<bool> same = KeysEqual(g.tgtkey, g.currkey);
+          if (!same.ok()) return same.status();
+          if (!*same) break;
+        }
+        absl::StatusOr<bool> stepped = GroupbyStep(it);
+        if (!stepped.ok()) return stepped.status();
+        if (!*stepped) return end();
+      }
+      g.tgtkey = g.currkey;
+      VarPtr grouper = NewGenerator(GeneratorState::Kind::kGrouper);
+      grouper->generator->inputs = {it};
+      grouper->generator->value = g.tgtkey;
+      grouper->generator->count = g.count;
+      return Var::Tuple({g.currkey, grouper});
+    }
+    case GeneratorState::Kind::kGrouper: {
+      // _grouper_next: only the groupby's current grouper yields, while
+      // the values' keys equal its own.
+      const VarPtr& parent = g.inputs[0];
+      GeneratorState& p = *parent->generator;
+      if (p.count != g.count || p.finished) return end();
+      if (!p.currvalue) {
+        if (p.running) {
+          return Break(ir::GraphBreak::OTHER, "a groupby's grouper advances it from inside",
+                       "the function would raise ValueError: generator already executing");
+        }
+        p.running = true;
+        absl::StatusOr<bool> stepped = GroupbyStep(parent);
+        p.running = false;
+        if (!stepped.ok()) return stepped.status();
+        if (!*stepped) return end();
+      }
+      absl::StatusOr<bool> same = KeysEqual(g.value, p.currkey);
+      if (!same.ok()) return same.status();
+      if (!*same) return end();
+      VarPtr r = p.currvalue;
+      p.currvalue = nullptr;
+      return r;
     }
     case GeneratorState::Kind::kFilter:
       for (;;) {

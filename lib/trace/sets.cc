@@ -175,6 +175,23 @@ std::optional<absl::StatusOr<bool>> Translator::ContainsInRealSet(const VarPtr& 
   return absl::StatusOr<bool>(r == 1);
 }
 
+absl::StatusOr<VarPtr> Translator::SetAttr(const VarPtr& set, const std::string& name) {
+  PyTypeObject* type = set->name == "frozenset" ? &PyFrozenSet_Type : &PySet_Type;
+  if (name == "__class__") return Var::Constant(Object::Borrow(reinterpret_cast<PyObject*>(type)));
+  // What the instance's attribute would be: set objects have no __dict__,
+  // so the type's own entry decides (a method descriptor binds).
+  PyObject* found = _PyType_Lookup(type, python::FromString(name).get());  // borrowed
+  if (found == nullptr) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("reading .", name, " of ", Describe(*set)),
+                 "sets have no such attribute: the function would raise AttributeError");
+  }
+  if (PyObject_TypeCheck(found, &PyMethodDescr_Type) || PyObject_TypeCheck(found, &PyWrapperDescr_Type)) {
+    return Var::Method(set, name);
+  }
+  return Break(ir::GraphBreak::OTHER, absl::StrCat("reading .", name, " of ", Describe(*set)),
+               "only the methods of sets holding tensors or objects are traced");
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallSetMethod(const VarPtr& self, const std::string& name,
                                                                 const std::vector<VarPtr>& args,
                                                                 const Kwargs& kwargs) {

@@ -34,6 +34,11 @@ bool IsAllowedFunctionTarget(absl::string_view target);
 // program has not imported numpy.
 bool IsNumpyArray(PyObject* o);
 
+// A standard-library object (functools.partial, itertools.chain, ...):
+// resolved once per process and leaked on purpose, as the interpreter's own;
+// nullptr when the module lacks it.
+PyObject* StdlibObject(const char* module, const char* name);
+
 class Translator {
  public:
   explicit Translator(const ops::Registry& registry);
@@ -122,6 +127,17 @@ class Translator {
   VarPtr MakeIslice(VarPtr iterator, int64_t start, int64_t stop, int64_t step);
   // itertools.chain.from_iterable over an iterator of iterables.
   VarPtr MakeChainFromIterable(VarPtr source);
+  // itertools' lazy iterators by name, their arguments bound:
+  //   count(value, step)   repeat(value, times; -1: for ever)
+  //   cycle(iterator)      accumulate(iterator, function, initial = value)
+  //   groupby(iterator, function = key)
+  // Null arguments are absent ones.
+  VarPtr MakeItertool(const std::string& name, VarPtr iterator, VarPtr function, VarPtr value, VarPtr step,
+                      int64_t times);
+  // groupby_step: the groupby's next value and its key; false at the end.
+  absl::StatusOr<bool> GroupbyStep(const VarPtr& groupby);
+  // `a == b` as a truth value (groupby compares keys so).
+  absl::StatusOr<bool> KeysEqual(const VarPtr& a, const VarPtr& b);
   // nn.Module's own generator methods over its module tree (modules,
   // children, named_modules, named_children): read from the real module, an
   // iterator over the result. Nothing for any other function.
@@ -134,6 +150,9 @@ class Translator {
   // partial. Nothing when `fn` is none of those.
   std::optional<absl::StatusOr<VarPtr>> CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
                                                       Kwargs& kwargs);
+  // itertools.count/repeat/cycle/accumulate/groupby, lazy (MakeItertool).
+  std::optional<absl::StatusOr<VarPtr>> CallItertool(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                     const Kwargs& kwargs);
   // itertools.product(*its, repeat=n) and itertools.combinations(it, r).
   absl::StatusOr<VarPtr> Combinatoric(bool product, const std::vector<VarPtr>& args, const Kwargs& kwargs);
   // A real functools.partial read from `source`: a kPartial tracker whose
@@ -190,6 +209,9 @@ class Translator {
   // `item in frozenset` for a frozenset read from the frame; nothing for
   // other containers.
   std::optional<absl::StatusOr<bool>> ContainsInRealSet(const VarPtr& container, const VarPtr& item);
+  // An attribute of a kSet: its type's methods (bound to the tracker) and
+  // __class__; a missing one breaks where CPython raises AttributeError.
+  absl::StatusOr<VarPtr> SetAttr(const VarPtr& set, const std::string& name);
   // Methods of a kSet; nothing for other receivers.
   std::optional<absl::StatusOr<VarPtr>> CallSetMethod(const VarPtr& self, const std::string& name,
                                                       const std::vector<VarPtr>& args, const Kwargs& kwargs);
@@ -354,6 +376,9 @@ class Translator {
   GuardSet guards_;
   std::vector<GraphAttribute> attributes_;
   absl::flat_hash_map<PyObject*, std::string> attribute_nodes_;  // real tensor -> get_attr node
+  // The real tensor a tracker is (an input, a parameter; its in-place
+  // results), from attribute_nodes_; nullptr for one the trace made.
+  PyObject* RealTensor(const VarPtr& t);
   const absl::flat_hash_map<PyObject*, std::string>& op_names_;  // callable -> registry name
   absl::flat_hash_map<PyObject*, std::string> builtins_;   // builtin -> its name
   absl::flat_hash_map<PyObject*, std::shared_ptr<const bytecode::DecodedCode>> decoded_;
