@@ -1831,6 +1831,18 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
       [[fallthrough]];
     default: {
       if (!obj->object) break;
+      if (!PyType_Check(obj->object.get())) {
+        // A Python __getattribute__ runs user code on every read (it may
+        // make a new object each time, as a tensor built in it): reading
+        // through it here would freeze one call's answer.
+        Object key = python::FromString("__getattribute__");
+        PyObject* getattribute = _PyType_Lookup(Py_TYPE(obj->object.get()), key.get());  // borrowed
+        if (getattribute != nullptr && PyFunction_Check(getattribute)) {
+          return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                       absl::StrCat("reading .", name, " of ", Describe(*obj), " runs its class's Python __getattribute__"),
+                       "read the attribute outside the compiled function, or drop the __getattribute__ override");
+        }
+      }
       Object value = Object::Steal(PyObject_GetAttrString(obj->object.get(), name.c_str()));
       if (!value) {
         absl::Status error = python::FetchError("");

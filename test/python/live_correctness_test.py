@@ -970,6 +970,37 @@ def nan_constant_guard():
 
 
 @minimal
+def python_getattribute_is_not_read_through():
+    """A class's Python __getattribute__ runs on every read (here it makes a
+    new tensor each time): the trace breaks there rather than freezing one
+    call's answer, and the frame is still compiled (no eager fallback)."""
+    class WithGetattribute(torch.nn.Module):
+        calls = 0
+
+        def __getattribute__(self, name):
+            if name == "special":
+                WithGetattribute.calls += 1
+                return torch.full((3,), float(WithGetattribute.calls))
+            return super().__getattribute__(name)
+
+        def forward(self, x):
+            return self.special * x
+
+    mod = WithGetattribute()
+    counter = Counter()
+    opt = dynamo.optimize(counter)(lambda m, x: m(x) + 1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = [opt(mod, X) for _ in range(3)]
+    fallback = [str(w.message) for w in seen if "eagerly" in str(w.message)]
+    want = [X * 1 + 1, X * 2 + 1, X * 3 + 1]  # one read per call, as eager
+    if not all(same(g, w) for g, w in zip(got, want)) or fallback or WithGetattribute.calls != 3:
+        FAILURES.append(f"Python __getattribute__: {got}, fallbacks {fallback}, {WithGetattribute.calls} reads")
+        return False
+    return True
+
+
+@minimal
 def deterministic_algorithms_is_guarded():
     """torch.use_deterministic_algorithms picks kernels and is checked by a
     compiled backward: a capture made under one setting is not reused
