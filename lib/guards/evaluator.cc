@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lib/ops/meta.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/python/error.h"
@@ -987,10 +988,14 @@ Object ReadGeneric(const Step& s, PyObject* base, const FrameView& f, const Prog
   return {};
 }
 
+// torch.<name>, a dotted name walked attribute by attribute ("_C._get_...").
 absl::StatusOr<Object> TorchAttr(absl::string_view name) {
-  absl::StatusOr<Object> torch = python::Import("torch");
-  if (!torch.ok()) return torch.status();
-  return python::GetAttr(*torch, name);
+  absl::StatusOr<Object> object = python::Import("torch");
+  for (absl::string_view part : absl::StrSplit(name, '.')) {
+    if (!object.ok()) break;
+    object = python::GetAttr(*object, part);
+  }
+  return object;
 }
 
 absl::StatusOr<Object> DeviceObject(const ir::Device& d) {
@@ -1380,7 +1385,9 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
           {"is_autocast_enabled", "is_autocast_enabled"},
           {"is_autocast_cpu_enabled", "is_autocast_cpu_enabled"},
           {"is_inference_mode_enabled", "is_inference_mode_enabled"},
-          {"deterministic_algorithms", "are_deterministic_algorithms_enabled"},
+          // The C binding: torch.are_deterministic_algorithms_enabled is a
+          // Python wrapper, and guards run no Python functions.
+          {"deterministic_algorithms", "_C._get_deterministic_algorithms"},
           {"default_dtype", "get_default_dtype"}};
       auto state = kStates->find(g.source());
       absl::StatusOr<Object> reader = state == kStates->end() ? absl::StatusOr<Object>(absl::NotFoundError(g.source()))
