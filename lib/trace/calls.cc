@@ -574,15 +574,6 @@ bool DataDependent(const ops::Value& v) {
   }
   return false;
 }
-bool HasTensor(const ops::Value& v) {
-  if (v.is_tensor()) return true;
-  if (v.is_list()) {
-    for (const ops::Value& item : v.items()) {
-      if (HasTensor(item)) return true;
-    }
-  }
-  return false;
-}
 // torch.return_types: the field names of ops that return named tuples.
 std::vector<std::string> ReturnFields(const std::string& target, size_t arity) {
   if (arity != 2) return {};
@@ -2274,6 +2265,16 @@ absl::Status Translator::StoreAttr(const VarPtr& obj, const std::string& name, c
   e.value = value;
   side_effects_.push_back(std::move(e));
   return absl::OkStatus();
+}
+
+bool HasTensor(const ops::Value& v) {
+  if (v.is_tensor()) return true;
+  if (v.is_list()) {
+    for (const ops::Value& item : v.items()) {
+      if (HasTensor(item)) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace dynamo::trace

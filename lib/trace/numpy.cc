@@ -150,15 +150,6 @@ void MarkArrays(const VarPtr& v, const std::vector<bool>& scalars, size_t& k) {
   for (const VarPtr& item : v->items) MarkArrays(item, scalars, k);
 }
 
-bool HasTensor(const ops::Value& v) {
-  if (v.is_tensor()) return true;
-  if (v.is_list()) {
-    for (const ops::Value& item : v.items()) {
-      if (HasTensor(item)) return true;
-    }
-  }
-  return false;
-}
 
 }  // namespace
 

@@ -52,15 +52,6 @@ using python::Object;
 constexpr const char* kUnmodelledState[] = {"is_pinned", "is_shared", "is_inference",
                                             "is_conj", "is_neg", "_is_zerotensor"};
 
-bool HasTensorValue(const ops::Value& v) {
-  if (v.is_tensor()) return true;
-  if (v.is_list()) {
-    for (const ops::Value& item : v.items()) {
-      if (HasTensorValue(item)) return true;
-    }
-  }
-  return false;
-}
 
 std::string OpName(const std::string& target) {
   std::string name = target.substr(target.rfind('.') + 1);
@@ -132,7 +123,7 @@ absl::StatusOr<VarPtr> Translator::CallOpOnMeta(const Object& op, const std::str
                  "in-place updates of inputs and parameters are side effects a single graph "
                  "cannot hold; use the out-of-place form");
   }
-  if (!HasTensorValue(call->result)) {
+  if (!HasTensor(call->result)) {
     if (call->result.is_none() && !call->mutates_input) {
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                    absl::StrCat(target, " returns nothing: its effect (printing, asserting) is outside the tensors"),

@@ -30,6 +30,10 @@ inline constexpr size_t kMaxInlineDepth = 48;   // nested inlined calls
 // graph (call_policy.cc): it has effects the graph must keep.
 bool IsAllowedFunctionTarget(absl::string_view target);
 
+// Whether a call's result holds a tensor (itself, or an item of a list or
+// tuple, at any depth): a call without one is no graph node (calls.cc).
+bool HasTensor(const ops::Value& v);
+
 // Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
 // program has not imported numpy.
 bool IsNumpyArray(PyObject* o);
