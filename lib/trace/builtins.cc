@@ -248,26 +248,17 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallStdlibFunction(const VarPt
   std::optional<std::pair<std::string, std::string>> id = CFunctionName(fn->object.get());
   if (!id) return std::nullopt;
   const auto& [module, name] = *id;
-  auto all_constant = [&]() {
-    for (const VarPtr& a : args) {
-      if (!ToPython(a).ok()) return false;
-    }
-    for (const auto& kv : kwargs) {
-      if (!ToPython(kv.second).ok()) return false;
-    }
-    return true;
-  };
   auto guard_identity = [&]() {
     if (fn->source) guards_.IdMatch(fn->source, fn->object);
   };
   if (module == "sys" && name == "intern") {
-    if (!all_constant()) return std::nullopt;
+    if (!AllConstant(args, kwargs)) return std::nullopt;
     guard_identity();
     return CallReal(fn, args, kwargs);
   }
   if (module == "builtins" && name == "pow") {
     guard_identity();
-    if (all_constant()) return CallReal(fn, args, kwargs);
+    if (AllConstant(args, kwargs)) return CallReal(fn, args, kwargs);
     if (args.size() == 2 && kwargs.empty()) return BinaryOp(BinaryOpIndex("NB_POWER"), args[0], args[1]);
     return std::nullopt;
   }
@@ -313,7 +304,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallStdlibFunction(const VarPt
     return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, args, {});
   }
   // The rest are pure functions of their arguments' values.
-  if (MutatesArgument(name) || !all_constant()) return std::nullopt;
+  if (MutatesArgument(name) || !AllConstant(args, kwargs)) return std::nullopt;
   return CallReal(fn, args, kwargs);
 }
 

@@ -664,6 +664,16 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   return out;
 }
 
+bool Translator::AllConstant(const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  for (const VarPtr& a : args) {
+    if (!ToPython(a).ok()) return false;
+  }
+  for (const auto& kv : kwargs) {
+    if (!ToPython(kv.second).ok()) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<VarPtr> Translator::CallReal(const VarPtr& fn, const std::vector<VarPtr>& args,
                                             const Kwargs& kwargs) {
   std::vector<Object> py_args;
@@ -1150,15 +1160,6 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     }
     return absl::OkStatus();
   };
-  auto all_constant = [&]() {
-    for (const VarPtr& a : args) {
-      if (!ToPython(a).ok()) return false;
-    }
-    for (const auto& kv : kwargs) {
-      if (!ToPython(kv.second).ok()) return false;
-    }
-    return true;
-  };
   auto constant = [](Object o) { return Var::Constant(std::move(o)); };
 
   if (name == "print") {
@@ -1433,7 +1434,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
   }
   // A constant argument (a string raises, as dict() would) runs for real.
   if (name == "dict" && !(args.size() == 1 && args[0]->is_constant())) return BuildDict(args, kwargs);
-  if (all_constant()) return CallReal(fn, args, kwargs);
+  if (AllConstant(args, kwargs)) return CallReal(fn, args, kwargs);
   return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                absl::StrCat(name, "() on ", args.empty() ? "no arguments" : Describe(*args[0])),
                "only Python constants, containers and tensor metadata are handled by builtins");

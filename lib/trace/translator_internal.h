@@ -319,6 +319,9 @@ class Translator {
                                 Kwargs kwargs);
   absl::StatusOr<VarPtr> CallReal(const VarPtr& fn, const std::vector<VarPtr>& args,
                                   const Kwargs& kwargs);
+  // Whether every argument has a Python value (a constant), so a pure
+  // builtin may be called for real at trace time.
+  bool AllConstant(const std::vector<VarPtr>& args, const Kwargs& kwargs);
   absl::StatusOr<VarPtr> GetAttr(const VarPtr& obj, const std::string& name);
   absl::StatusOr<VarPtr> TensorAttr(const VarPtr& tensor, const std::string& name);
   // The path of super().name's entry in a base class's __dict__ (guarded by

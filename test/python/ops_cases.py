@@ -152,12 +152,18 @@ def run_case(name, args, kwargs):
 GENERATORS = {}
 
 
-def gen(*names):
-    def deco(fn):
-        for n in names:
-            GENERATORS[n] = fn
-        return fn
-    return deco
+def _registrar(table):
+    """A decorator factory: @deco("a", "b") puts the function in `table` under each name."""
+    def register(*names):
+        def deco(fn):
+            for n in names:
+                table[n] = fn
+            return fn
+        return deco
+    return register
+
+
+gen = _registrar(GENERATORS)
 
 
 def forms(base, methods=True, inplace=True, ops=()):
@@ -1456,12 +1462,7 @@ def _pad(name):
 FALLBACK = {}
 
 
-def fallback(*names):
-    def deco(fn):
-        for n in names:
-            FALLBACK[n] = fn
-        return fn
-    return deco
+fallback = _registrar(FALLBACK)
 
 
 def resolve_operator(name):
