@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from a fresh clone: installs the Debian packages
 # and the project's venv, configures against the venv's interpreter with
-# warnings as errors, builds, runs CTest.
+# warnings as errors, builds, runs CTest. Then the same build and the
+# translator's tests on each further CPython the machine has (pyenv's
+# shared-library 3.12 and 3.13), each in its own venv and build tree.
 #
 #   scripts/test.sh                 # everything
-#   scripts/test.sh -L bytecode     # extra arguments go to ctest
+#   scripts/test.sh -L bytecode     # extra arguments go to ctest (3.11 only)
+#   DYNAMO_EXTRA_PYTHONS= scripts/test.sh   # 3.11 only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,3 +15,21 @@ venv=$(scripts/setup.sh | tail -n 1)
 cmake -S . -B build -G Ninja -DDYNAMO_WERROR=ON -DDYNAMO_PYTHON="$venv/bin/python"
 cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2 "$@"
+[ $# -eq 0 ] || exit 0
+
+# The tests that depend on the interpreter's version: its bytecode (decoder,
+# assembler, the standard library's and torch's code objects), the
+# translator, the rewrite and resume functions, the frame evaluator, guards.
+version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|capture_test|memory_test|api_parity'
+for version in ${DYNAMO_EXTRA_PYTHONS-3.12 3.13}; do
+  base=$(ls -d "$HOME/.pyenv/versions/$version".*/bin/python"$version" 2>/dev/null | tail -n 1 || true)
+  if [ -z "$base" ]; then
+    echo "test.sh: no pyenv CPython $version here: skipped" >&2
+    continue
+  fi
+  extra_venv=$(DYNAMO_BASE_PYTHON=$base DYNAMO_VENV="$HOME/.cache/libdynamo/venv-$version" scripts/setup.sh | tail -n 1)
+  cmake -S . -B "build-py$version" -G Ninja -DDYNAMO_WERROR=ON -DDYNAMO_PYTHON="$extra_venv/bin/python" \
+        -DDYNAMO_BUILD_BENCHMARKS=OFF
+  cmake --build "build-py$version"
+  ctest --test-dir "build-py$version" --output-on-failure --parallel 2 -R "$version_tests"
+done

@@ -70,6 +70,24 @@ std::pair<int, int> StackUse(const bytecode::Instruction& in) {
   return {1, 1};  // LOAD_ATTR, GET_ITER, UNARY_*, TO_BOOL, CONVERT_VALUE, FORMAT_SIMPLE
 }
 
+// The local slots an instruction reads or writes, in the order it does.
+struct LocalUse {
+  size_t slot;
+  bool write;
+};
+std::vector<LocalUse> LocalUses(const bytecode::Instruction& in) {
+  const absl::string_view name = in.name;
+  const size_t arg = static_cast<size_t>(in.arg), hi = arg >> 4, lo = arg & 15;
+  // LOAD_FAST_AND_CLEAR (3.12's inlined comprehensions) reads the variable
+  // it saves: the value comes back after the comprehension.
+  if (name == "LOAD_FAST" || name == "LOAD_FAST_CHECK" || name == "LOAD_FAST_AND_CLEAR") return {{arg, false}};
+  if (name == "STORE_FAST" || name == "DELETE_FAST") return {{arg, true}};
+  if (name == "LOAD_FAST_LOAD_FAST") return {{hi, false}, {lo, false}};  // 3.13: two slots in one oparg
+  if (name == "STORE_FAST_STORE_FAST") return {{hi, true}, {lo, true}};
+  if (name == "STORE_FAST_LOAD_FAST") return {{hi, true}, {lo, false}};
+  return {};
+}
+
 // Which plain locals may be read at instruction `at` before being assigned
 // (a backward liveness analysis over the code, exception handlers included):
 // only those are handed to a resume function, so dead values neither travel
@@ -101,10 +119,11 @@ std::vector<bool> LiveLocals(const bytecode::DecodedCode& code, size_t at) {
         if (j < 0) continue;
         for (size_t v = 0; v < nl; ++v) out[v] = out[v] || live[static_cast<size_t>(j)][v];
       }
-      const int o = ins[k].opcode;
-      const size_t slot = static_cast<size_t>(ins[k].arg);
-      if ((o == op::kStoreFast || o == op::kDeleteFast) && slot < nl) out[slot] = false;
-      if (o == op::kLoadFast && slot < nl) out[slot] = true;
+      // Backwards through the instruction's own reads and writes.
+      const std::vector<LocalUse> uses = LocalUses(ins[k]);
+      for (auto u = uses.rbegin(); u != uses.rend(); ++u) {
+        if (u->slot < nl) out[u->slot] = !u->write;
+      }
       if (out != live[k]) {
         live[k] = std::move(out);
         changed = true;

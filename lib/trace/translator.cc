@@ -100,6 +100,29 @@ namespace {
 
 bool IsBackwardJump(int opcode) { return bytecode::Opcode(opcode).Has(bytecode::kBackwardJump); }
 
+// The instructions control reaches from the entry without an exception.
+// From 3.12 a `with` block's exit handler ends in a backward jump to the
+// code after the block, which is no loop: it is reached only by raising.
+std::vector<bool> NormallyReached(const bytecode::DecodedCode& code) {
+  const std::vector<bytecode::Instruction>& ins = code.instructions;
+  std::vector<bool> seen(ins.size(), false);
+  std::vector<size_t> work = {0};
+  while (!work.empty()) {
+    const size_t i = work.back();
+    work.pop_back();
+    if (i >= ins.size() || seen[i]) continue;
+    seen[i] = true;
+    const bytecode::OpcodeInfo& info = bytecode::Opcode(ins[i].opcode);
+    if (info.IsJump()) {
+      if (const bytecode::Instruction* t = code.At(ins[i].argument.jump_target)) {
+        work.push_back(static_cast<size_t>(t - ins.data()));
+      }
+    }
+    if (!info.Has(bytecode::kUnconditionalJump) && !info.Has(bytecode::kScopeExit)) work.push_back(i + 1);
+  }
+  return seen;
+}
+
 // Where to stop a trace that broke at top-frame instruction `at` (see
 // StopState): the instruction itself when Python can run it alone and
 // continue in a resume function; otherwise the entry of the outermost loop,
@@ -109,8 +132,9 @@ bool IsBackwardJump(int opcode) { return bytecode::Opcode(opcode).Has(bytecode::
 std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code, size_t at) {
   const std::vector<bytecode::Instruction>& ins = code.instructions;
   size_t entry = at;
+  const std::vector<bool> reached = NormallyReached(code);
   for (size_t j = 0; j < ins.size(); ++j) {
-    if (!IsBackwardJump(ins[j].opcode)) continue;
+    if (!IsBackwardJump(ins[j].opcode) || !reached[j]) continue;
     const bytecode::Instruction* target = code.At(ins[j].argument.jump_target);
     if (target == nullptr) continue;
     size_t head = static_cast<size_t>(target - ins.data());
