@@ -20,6 +20,14 @@ using generated::kNop;
 using generated::kPopTop;
 using generated::kReturnValue;
 
+// A conditional jump every version has: 3.11 names the direction, 3.12+ has
+// one forward-only opcode.
+#ifdef DYNAMO_HAS_POP_JUMP_IF_TRUE
+constexpr int kPopJumpIfTrue = generated::kPopJumpIfTrue;
+#else
+constexpr int kPopJumpIfTrue = generated::kPopJumpForwardIfTrue;
+#endif
+
 std::string Hex(const std::string& s) {
   std::string out;
   for (unsigned char c : s) out += absl::StrCat(absl::Hex(c, absl::kZeroPad2), " ");
@@ -126,7 +134,27 @@ TEST_CASE("assembler: a jump that ends up backward switches opcode", "[bytecode]
   absl::StatusOr<AssembledCode> a = Assemble(p);
   DYNAMO_REQUIRE_OK(a);
   CHECK(static_cast<unsigned char>(a->code[2]) == generated::kJumpBackward);
-  CHECK(static_cast<unsigned char>(a->code[3]) == 2);  // back over itself and the NOP
+  // Back over the NOP, itself and its inline caches (3.13 gives JUMP_BACKWARD one).
+  CHECK(static_cast<unsigned char>(a->code[3]) == 2 + Opcode(generated::kJumpBackward).cache_entries);
+}
+
+TEST_CASE("assembler: a conditional jump backward flips where the version can", "[bytecode][assembler]") {
+  Location loc{1, 1, 0, 1};
+  // 0: NOP  1: LOAD_CONST  2: POP_JUMP_IF_TRUE -> 0  3: LOAD_CONST  4: RETURN_VALUE
+  AsmProgram p;
+  p.instructions = {{kNop, 0, -1, loc}, {kLoadConst, 0, -1, loc}, {kPopJumpIfTrue, 0, 0, loc},
+                    {kLoadConst, 0, -1, loc}, {kReturnValue, 0, -1, loc}};
+  absl::StatusOr<AssembledCode> a = Assemble(p);
+  const int backward = Opcode(kPopJumpIfTrue).counterpart;
+  if (backward >= 0) {  // 3.11: POP_JUMP_BACKWARD_IF_TRUE
+    DYNAMO_REQUIRE_OK(a);
+    CHECK(static_cast<unsigned char>(a->code[a->offsets[2]]) == backward);
+  } else {  // 3.12+: no backward conditional jump exists; never a wrong encoding
+    REQUIRE_FALSE(a.ok());
+    INFO(a.status().message());
+    CHECK(a.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(a.status().message()).find("can only jump forward") != std::string::npos);
+  }
 }
 
 TEST_CASE("assembler: refuses programs CPython could not run", "[bytecode][assembler]") {
@@ -166,7 +194,7 @@ TEST_CASE("assembler: refuses programs CPython could not run", "[bytecode][assem
   AsmProgram conflict;
   conflict.instructions = {
       {generated::kLoadConst, 0, -1, loc},            // depth 1
-      {generated::kPopJumpForwardIfTrue, 0, 3, loc},  // pops: target at depth 0
+      {kPopJumpIfTrue, 0, 3, loc},                    // pops: target at depth 0
       {generated::kLoadConst, 0, -1, loc},            // depth 1 falls into 3
       {generated::kReturnValue, 0, -1, loc},
   };

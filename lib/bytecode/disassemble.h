@@ -6,6 +6,7 @@
 //   std::string text = Disassemble(*Decode(code));
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "lib/bytecode/decoder.h"
@@ -22,6 +23,11 @@ struct DisassembleOptions {
 // (dis includes an address) and KW_NAMES shows its names (3.11's dis leaves
 // them unresolved).
 [[nodiscard]] std::string ArgRepr(const DecodedCode& code, const Instruction& in);
+// The same, with 3.13's jump labels numbered by `label_of(offset)` (dis's
+// text numbers exception-table offsets too, get_instructions only jump
+// targets, which the overload above uses).
+[[nodiscard]] std::string ArgRepr(const DecodedCode& code, const Instruction& in,
+                                  const std::function<int(int)>& label_of);
 
 [[nodiscard]] std::string Disassemble(const DecodedCode& code,
                                       const DisassembleOptions& options = {});
