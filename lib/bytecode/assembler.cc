@@ -81,7 +81,7 @@ absl::StatusOr<AsmProgram> ToProgram(const DecodedCode& d) {
     return it->offset == offset ? static_cast<int>(it - d.instructions.begin()) : -1;
   };
   for (const Instruction& in : d.instructions) {
-    AsmInstruction a{in.opcode, in.arg, -1, in.location};
+    AsmInstruction a{in.opcode, in.arg, -1, in.location, (in.opcode_offset - in.offset) / 2};
     if (in.argument.kind == ArgKind::kJump) {
       a.arg = 0;
       a.target = index_of(in.argument.jump_target);
@@ -245,6 +245,16 @@ absl::StatusOr<int> StackDepth(const AsmProgram& p) {
         if (!before.Has(kUnconditionalJump) && !before.Has(kScopeExit)) continue;
       }
       std::optional<int> entry = flow.InferEntry(i);
+      // A handler the table never names (3.12's empty `try` body before
+      // `except*`) whose flow leaves by a jump into unreached code: its
+      // PUSH_EXC_INFO swaps the raised exception for the saved one, so the
+      // cleanup entry that protects it from there on keeps exactly the
+      // handler's entry depth.
+      if (!entry && p.instructions[i].opcode == generated::kPushExcInfo) {
+        for (const AsmExceptionEntry& e : p.exception_table) {
+          if (e.start == static_cast<int>(i) && e.end > e.start) entry = e.depth;
+        }
+      }
       if (!entry || *entry < 0) continue;
       Flow attempt = flow;
       if (!attempt.Reach(i, *entry).ok() || !attempt.Propagate().ok()) continue;
@@ -270,9 +280,16 @@ absl::StatusOr<AssembledCode> Assemble(const AsmProgram& p) {
     if (const int other = Opcode(in.opcode).counterpart; other >= 0) {
       sizes[i] = std::min(sizes[i], 1 + Opcode(other).cache_entries);
     }
+    // ...but never below the prefixes it was decoded with (see
+    // AsmInstruction::prefixes). After edits that shorten a jump this may
+    // keep an EXTENDED_ARG 0, which CPython runs as it would without it.
+    if (Opcode(in.opcode).IsJump() && in.prefixes > 0) {
+      sizes[i] = std::max(sizes[i], 1 + in.prefixes + Opcode(in.opcode).cache_entries);
+    }
   }
   // Relaxation: jump distances only grow as prefixes are added, so growing
-  // sizes until nothing changes reaches the compiler's (least) fixed point.
+  // sizes until nothing changes reaches the least fixed point above the
+  // starting sizes; from the decoded sizes that is the compiler's layout.
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + sizes[i] * 2;

@@ -1,7 +1,10 @@
-// Human-readable listings of decoded code, in the layout of Python's `dis`
-// (line, jump-target marker, offset, opcode, oparg, resolved argument), with
-// EXTENDED_ARG folded into the instruction it extends and headers that carry
-// no memory addresses, so listings can be diffed.
+// Human-readable listings of decoded code, in the layout of the target
+// version's `dis` (3.11, 3.12: line, jump-target marker, offset, opcode,
+// oparg, resolved argument; 3.13: line, label, opcode, oparg, argument with
+// jumps and the exception table naming labels), with EXTENDED_ARG folded
+// into the instruction it extends and headers that carry no memory
+// addresses, so listings can be diffed. test/bytecode/corpus_test.cc
+// compares them with dis.disassemble line for line.
 //
 //   std::string text = Disassemble(*Decode(code));
 #pragma once
