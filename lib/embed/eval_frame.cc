@@ -1,10 +1,6 @@
 #include "lib/embed/eval_frame.h"
 
 #include <Python.h>
-// The frame layout (localsplus, f_func, f_code) of CPython 3.11; read only.
-#define Py_BUILD_CORE 1
-#include <internal/pycore_frame.h>
-#undef Py_BUILD_CORE
 
 #include <algorithm>
 #include <memory>
@@ -15,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/embed/frame.h"
 #include "lib/guards/evaluator.h"
 #include "lib/python/object.h"
 #include "proto/dynamo_ir.pb.h"
@@ -126,6 +123,12 @@ PyObject* RunBelow(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag
   PyObject* result = below(ts, frame, throw_flag);
   handing_down = outer;
   return result;
+}
+
+// The same, noting that the frame was handed on: whoever ran it cleared it.
+PyObject* RunBelow(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, bool& ran) {
+  ran = true;
+  return RunBelow(ts, frame, throw_flag);
 }
 
 void OpenRegion() {
@@ -362,7 +365,7 @@ bool FillNames(CodeState* state, PyCodeObject* co) {
 
 CodeState* StateOf(PyCodeObject* co) {
   void* extra = nullptr;
-  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(co), extra_index, &extra) != 0) {
+  if (frame::GetCodeExtra(reinterpret_cast<PyObject*>(co), extra_index, &extra) != 0) {
     PyErr_Clear();
     return nullptr;
   }
@@ -377,7 +380,7 @@ CodeState* StateOf(PyCodeObject* co) {
       state->skip = true;
     }
   }
-  if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(co), extra_index, state) != 0) {
+  if (frame::SetCodeExtra(reinterpret_cast<PyObject*>(co), extra_index, state) != 0) {
     PyErr_Clear();
     delete state;
     return nullptr;
@@ -395,8 +398,8 @@ struct Call {
 };
 
 bool RebuildCall(_PyInterpreterFrame* frame, Call& call) {
-  PyCodeObject* co = frame->f_code;
-  PyObject** l = frame->localsplus;
+  PyCodeObject* co = frame::Code(frame);
+  PyObject** l = frame::Locals(frame);
   const int argc = co->co_argcount, kwonly = co->co_kwonlyargcount;
   const bool varargs = co->co_flags & CO_VARARGS, varkw = co->co_flags & CO_VARKEYWORDS;
   for (int i = 0; i < argc; ++i) call.values.push_back(l[i]);
@@ -439,7 +442,7 @@ PyObject* RunDirect(const Entry& entry, _PyInterpreterFrame* frame) {
     big.resize(entry.slots.size());
     argv = big.data();
   }
-  for (size_t i = 0; i < entry.slots.size(); ++i) argv[i] = frame->localsplus[entry.slots[i]];
+  for (size_t i = 0; i < entry.slots.size(); ++i) argv[i] = frame::Locals(frame)[entry.slots[i]];
   Object out = Object::Steal(PyObject_Vectorcall(entry.graph.get(), argv, entry.slots.size(), nullptr));
   if (!out) return nullptr;
   Object items = Object::Steal(PySequence_Fast(out.get(), "dynamo: a compiled graph must return a sequence"));
@@ -462,41 +465,40 @@ PyObject* RunDirect(const Entry& entry, _PyInterpreterFrame* frame) {
   return result.release();
 }
 
-PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_flag, PyThreadState* ts) {
+PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_flag, PyThreadState* ts,
+                   bool& ran) {
   if (entry.graph) {
     ++direct_hits;
     return RunDirect(entry, frame);
   }
-  if (!entry.code) return RunBelow(ts, frame, throw_flag);
+  if (!entry.code) return RunBelow(ts, frame, throw_flag, ran);
   Call call;
-  if (!RebuildCall(frame, call)) return RunBelow(ts, frame, throw_flag);
+  if (!RebuildCall(frame, call)) return RunBelow(ts, frame, throw_flag, ran);
   Object fn = entry.function;
   if (!fn) {
-    fn = Object::Steal(PyFunction_New(entry.code.get(), frame->f_globals));
+    fn = Object::Steal(PyFunction_New(entry.code.get(), frame::Globals(frame)));
     if (!fn) return nullptr;
-    PyObject* closure = frame->f_func->func_closure;
+    PyObject* closure = frame::Function(frame)->func_closure;
     if (closure != nullptr && PyFunction_SetClosure(fn.get(), closure) != 0) return nullptr;
   }
   // The frame CPython made for the original code is cleared by our caller.
   return PyObject_Vectorcall(fn.get(), call.values.data(), call.positional, call.kwnames.get());
 }
 
-PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag) {
-  PyObject* cb = callback;
-  if (cb == nullptr || throw_flag || frame->owner == FRAME_OWNED_BY_GENERATOR || handing_down == frame) {
-    return RunBelow(ts, frame, throw_flag);
-  }
-  CodeState* state = StateOf(frame->f_code);
-  if (state == nullptr || state->skip) return RunBelow(ts, frame, throw_flag);
+// Answers for one frame: runs it below (`ran`), or a cached or new capture
+// in its place.
+PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, PyObject* cb, bool& ran) {
+  CodeState* state = StateOf(frame::Code(frame));
+  if (state == nullptr || state->skip) return RunBelow(ts, frame, throw_flag, ran);
 
   // Free variables are still NULL at entry (COPY_FREE_VARS has not run):
   // the guards read them from the function's closure, as the frame will.
-  PyCodeObject* co = frame->f_code;
-  PyObject** locals = frame->localsplus;
+  PyCodeObject* co = frame::Code(frame);
+  PyObject** locals = frame::Locals(frame);
   PyObject* local_copy[64];
   std::vector<PyObject*> big_copy;
-  if (co->co_nfreevars > 0 && frame->f_func->func_closure != nullptr) {
-    PyObject* closure = frame->f_func->func_closure;
+  if (co->co_nfreevars > 0 && frame::Function(frame)->func_closure != nullptr) {
+    PyObject* closure = frame::Function(frame)->func_closure;
     const int n = co->co_nlocalsplus;
     if (n <= 64) {
       std::copy(locals, locals + n, local_copy);
@@ -513,7 +515,7 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   view.locals = locals;
   view.names = &state->names;
   view.cells = &state->cells;
-  view.globals = frame->f_globals;
+  view.globals = frame::Globals(frame);
   // Guards may run a class's Python __getattr__ or __getitem__: those frames
   // run as plain Python, never captured from inside a guard (which would
   // compile guards that run them again, without end).
@@ -539,7 +541,7 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     if (holds) {
       ++hits;
       e->hit = true;
-      return RunEntry(*e, frame, throw_flag, ts);
+      return RunEntry(*e, frame, throw_flag, ts, ran);
     }
   }
   ++misses;
@@ -553,22 +555,22 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
       state->warned = true;
       std::string msg =
           full
-              ? absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
-                             PyUnicode_AsUTF8(frame->f_code->co_filename), ":", frame->f_code->co_firstlineno,
+              ? absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame::Code(frame)->co_qualname), " (",
+                             PyUnicode_AsUTF8(frame::Code(frame)->co_filename), ":", frame::Code(frame)->co_firstlineno,
                              ") was captured ", cache_limit,
                              " times (config.cache_size_limit); it runs eagerly from now on")
-              : absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame->f_code->co_qualname), " (",
-                             PyUnicode_AsUTF8(frame->f_code->co_filename), ":", frame->f_code->co_firstlineno,
+              : absl::StrCat("dynamo: ", PyUnicode_AsUTF8(frame::Code(frame)->co_qualname), " (",
+                             PyUnicode_AsUTF8(frame::Code(frame)->co_filename), ":", frame::Code(frame)->co_firstlineno,
                              ") was captured ", mine + dropped.all, " times, ", dropped.all,
                              " of them dropped when objects their guards identify died; it runs eagerly "
                              "from now on");
       if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
     }
-    return RunBelow(ts, frame, throw_flag);
+    return RunBelow(ts, frame, throw_flag, ran);
   }
 
   Call call;
-  if (!RebuildCall(frame, call)) return RunBelow(ts, frame, throw_flag);
+  if (!RebuildCall(frame, call)) return RunBelow(ts, frame, throw_flag, ran);
   Object args = Object::Steal(PyTuple_New(static_cast<Py_ssize_t>(call.positional)));
   for (size_t i = 0; i < call.positional; ++i) {
     Py_INCREF(call.values[i]);
@@ -591,18 +593,18 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   // the backend) run as plain Python.
   Object keep = Object::Borrow(cb);
   callback = nullptr;
-  PyObject* call_args[] = {reinterpret_cast<PyObject*>(frame->f_func), args.get(), kwargs.get(), reason.get()};
+  PyObject* call_args[] = {reinterpret_cast<PyObject*>(frame::Function(frame)), args.get(), kwargs.get(), reason.get()};
   Object result = Object::Steal(PyObject_Vectorcall(cb, call_args, 4, nullptr));
   callback = keep.get();
   if (!result) return nullptr;  // nopython: the break propagates
-  if (result.get() == Py_None) return RunBelow(ts, frame, throw_flag);
+  if (result.get() == Py_None) return RunBelow(ts, frame, throw_flag, ran);
   if (result.get() == Py_False) {
     // This code runs eagerly for this callback from now on (its capture
     // failed); other optimize() contexts still try their own.
     absl::StatusOr<guards::GuardEvaluator> none = guards::GuardEvaluator::Compile(std::vector<ir::Guard>{}, view);
-    if (!none.ok()) return RunBelow(ts, frame, throw_flag);
+    if (!none.ok()) return RunBelow(ts, frame, throw_flag, ran);
     AddEntry(state, cb, Entry(*std::move(none)));
-    return RunBelow(ts, frame, throw_flag);
+    return RunBelow(ts, frame, throw_flag, ran);
   }
 
   PyObject *capture_bytes = nullptr, *code = nullptr, *direct = nullptr, *installed = nullptr;
@@ -617,11 +619,11 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
     return guards::GuardEvaluator::Compile(capture.guards(), view);
   }();
   if (!compiled.ok()) {
-    std::string msg = absl::StrCat("dynamo: running ", PyUnicode_AsUTF8(frame->f_code->co_qualname),
+    std::string msg = absl::StrCat("dynamo: running ", PyUnicode_AsUTF8(frame::Code(frame)->co_qualname),
                                    " eagerly: its guards cannot be checked (", compiled.status().message(), ")");
     state->skip = true;
     if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) return nullptr;
-    return RunBelow(ts, frame, throw_flag);
+    return RunBelow(ts, frame, throw_flag, ran);
   }
   Entry entry(*std::move(compiled));
   if (installed != nullptr && installed != Py_None) entry.installed = Object::Borrow(installed);
@@ -645,18 +647,31 @@ PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_fla
   if (code != Py_None) {
     entry.code = Object::Borrow(code);
     if (CodeState* generated = StateOf(reinterpret_cast<PyCodeObject*>(code))) generated->skip = true;
-    if (frame->f_func->func_closure == nullptr) {
-      entry.function = Object::Steal(PyFunction_New(code, frame->f_globals));
+    if (frame::Function(frame)->func_closure == nullptr) {
+      entry.function = Object::Steal(PyFunction_New(code, frame::Globals(frame)));
       if (!entry.function) return nullptr;
     }
   }
   std::shared_ptr<const Entry> added = AddEntry(state, cb, std::move(entry));
-  return RunEntry(*added, frame, throw_flag, ts);
+  return RunEntry(*added, frame, throw_flag, ts, ran);
+}
+
+PyObject* EvalFrame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag) {
+  PyObject* cb = callback;
+  if (cb == nullptr || throw_flag || !frame::Replaceable(frame) || handing_down == frame) {
+    return RunBelow(ts, frame, throw_flag);
+  }
+  bool ran = false;
+  PyObject* result = Answer(ts, frame, throw_flag, cb, ran);
+  // A frame answered for without running it is released here (3.12+; 3.11's
+  // caller does it).
+  if (!ran) frame::Release(ts, frame);
+  return result;
 }
 
 absl::Status Install() {
   if (extra_index >= 0) return absl::OkStatus();
-  extra_index = _PyEval_RequestCodeExtraIndex(FreeState);
+  extra_index = frame::RequestCodeExtraIndex(FreeState);
   if (extra_index < 0) return absl::InternalError("no co_extra slot left");
   live_states = new absl::flat_hash_set<CodeState*>();
   owners = new absl::flat_hash_map<PyObject*, Owner>();

@@ -897,12 +897,12 @@ PyObject* ClassAttr(PyObject* module, const char* cls, const char* name) {
     PyErr_Clear();
     return nullptr;
   }
-  return PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(c.get())->tp_dict, name);
+  return python::TypeDictItem(reinterpret_cast<PyTypeObject*>(c.get()), name);
 }
 
 Known FindKnown() {
   Known k;
-  k.module_getattribute = PyDict_GetItemString(PyModule_Type.tp_dict, "__getattribute__");
+  k.module_getattribute = python::TypeDictItem(&PyModule_Type, "__getattribute__");
   PyObject* modules = PyImport_GetModuleDict();
   if (PyObject* m = PyDict_GetItemString(modules, "torch.nn.modules.module")) {
     k.nn_module_getattr = ClassAttr(m, "Module", "__getattr__");

@@ -131,4 +131,14 @@ std::string TypeName(const Object& obj) {
   return Py_TYPE(obj.get())->tp_name;
 }
 
+PyObject* TypeDictItem(PyTypeObject* type, const char* name) {
+#if PY_VERSION_HEX >= 0x030C0000
+  // A new reference to a dict the type keeps alive as long as itself.
+  Object dict = Object::Steal(PyType_GetDict(type));
+  return dict ? PyDict_GetItemString(dict.get(), name) : nullptr;
+#else
+  return type->tp_dict ? PyDict_GetItemString(type->tp_dict, name) : nullptr;
+#endif
+}
+
 }  // namespace dynamo::python

@@ -76,5 +76,9 @@ absl::StatusOr<long long> AsLong(const Object& obj);      // int objects only
 absl::StatusOr<std::vector<Object>> AsVector(const Object& seq);  // any iterable
 std::string Repr(const Object& obj);  // never fails: falls back to "<repr failed>"
 std::string TypeName(const Object& obj);
+// `name` in the type's own __dict__ (no MRO walk), borrowed, or nullptr.
+// From 3.12 a static builtin type's tp_dict is NULL (its dict lives per
+// interpreter): this reads the dict CPython uses for the type either way.
+PyObject* TypeDictItem(PyTypeObject* type, const char* name);
 
 }  // namespace dynamo::python

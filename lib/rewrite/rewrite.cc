@@ -20,6 +20,7 @@ namespace dynamo::rewrite {
 namespace {
 
 namespace op = bytecode::generated;
+using trace::kCallableFirst;
 using bytecode::AsmInstruction;
 using python::Object;
 using trace::SideEffect;
@@ -34,33 +35,39 @@ absl::Status Unrebuildable(absl::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat("cannot rebuild ", what, " in bytecode"));
 }
 
-bool IsLocalOp(int opcode) {
-  return opcode == op::kLoadFast || opcode == op::kStoreFast || opcode == op::kDeleteFast;
+// Instructions whose oparg is a localsplus slot (a plain local, a cell or
+// a free variable: from 3.11 all index the same array).
+bool IsSlotOp(int opcode) {
+  const bytecode::OpcodeInfo& info = bytecode::Opcode(opcode);
+  return info.Has(bytecode::kHasLocal) || info.Has(bytecode::kHasFree);
 }
-bool IsCellOp(int opcode) {
-  return opcode == op::kLoadClosure || opcode == op::kLoadDeref || opcode == op::kStoreDeref ||
-         opcode == op::kDeleteDeref || opcode == op::kLoadClassderef || opcode == op::kMakeCell;
+// 3.13's superinstructions hold two 4-bit slots in one oparg.
+bool IsSlotPairOp(int opcode) {
+  const absl::string_view name = bytecode::OpName(opcode);
+  return name == "LOAD_FAST_LOAD_FAST" || name == "STORE_FAST_LOAD_FAST" || name == "STORE_FAST_STORE_FAST";
 }
 
 // What an instruction Python runs alone takes from the stack and leaves on
-// it when it falls through.
+// it when it falls through (the instructions trace::CanRunAlone admits, by
+// name: their numbers differ between versions).
 std::pair<int, int> StackUse(const bytecode::Instruction& in) {
-  switch (in.opcode) {
-    case op::kCall: return {in.arg + 2, 1};
-    case op::kCallFunctionEx: return {3 + (in.arg & 1), 1};
-    case op::kBinaryOp: case op::kBinarySubscr: case op::kCompareOp: case op::kContainsOp:
-      return {2, 1};
-    case op::kStoreAttr: case op::kDeleteSubscr: return {2, 0};
-    case op::kStoreSubscr: return {3, 0};
-    case op::kFormatValue: return {1 + ((in.arg & 4) ? 1 : 0), 1};
-    case op::kUnpackSequence: return {1, in.arg};
-    case op::kBuildString: return {in.arg, 1};
-    case op::kPopJumpForwardIfTrue: case op::kPopJumpForwardIfFalse:
-    case op::kJumpIfTrueOrPop: case op::kJumpIfFalseOrPop:
-      return {1, 0};
-    default:  // LOAD_ATTR, GET_ITER, UNARY_*
-      return {1, 1};
+  const absl::string_view name = in.name;
+  if (name == "CALL") return {in.arg + 2, 1};
+  if (name == "CALL_KW") return {in.arg + 3, 1};  // 3.13: the names tuple on top
+  if (name == "CALL_FUNCTION_EX") return {3 + (in.arg & 1), 1};
+  if (name == "BINARY_OP" || name == "BINARY_SUBSCR" || name == "COMPARE_OP" || name == "CONTAINS_OP" ||
+      name == "FORMAT_WITH_SPEC") {
+    return {2, 1};
   }
+  if (name == "BINARY_SLICE") return {3, 1};
+  if (name == "STORE_SLICE") return {4, 0};
+  if (name == "STORE_ATTR" || name == "DELETE_SUBSCR") return {2, 0};
+  if (name == "STORE_SUBSCR") return {3, 0};
+  if (name == "FORMAT_VALUE") return {1 + ((in.arg & 4) ? 1 : 0), 1};
+  if (name == "UNPACK_SEQUENCE") return {1, in.arg};
+  if (name == "BUILD_STRING") return {in.arg, 1};
+  if (in.argument.kind == bytecode::ArgKind::kJump) return {1, 0};  // the conditional jumps
+  return {1, 1};  // LOAD_ATTR, GET_ITER, UNARY_*, TO_BOOL, CONVERT_VALUE, FORMAT_SIMPLE
 }
 
 // Which plain locals may be read at instruction `at` before being assigned
@@ -185,18 +192,43 @@ class Emitter {
     temps_.push_back(absl::StrCat("___tmp", temps_.size()));
     return static_cast<int>(layout_.num_locals + temps_.size() - 1);
   }
+  // A call's NULL slot: below the callable up to 3.12 (BeginCall, before
+  // the callable is loaded), above it from 3.13 (CalleeLoaded, after).
+  void BeginCall() {
+    if (!kCallableFirst) Emit(op::kPushNull);
+  }
+  void CalleeLoaded() {
+    if (kCallableFirst) Emit(op::kPushNull);
+  }
   void Call(int argc) {
+#ifdef DYNAMO_HAS_PRECALL
     Emit(op::kPrecall, argc);
+#endif
     Emit(op::kCall, argc);
   }
-  void LoadGlobalCallable(const std::string& name) { Emit(op::kLoadGlobal, (Name(name) << 1) | 1); }
+  // A call whose last len(names) arguments are by keyword.
+  void CallKw(int argc, const Object& names) {
+#ifdef DYNAMO_HAS_CALL_KW
+    LoadConst(names);
+    Emit(op::kCallKw, argc);
+#else
+    Emit(op::kKwNames, Const(names));
+    Call(argc);
+#endif
+  }
+  // An instruction whose argument is a co_names index, shifted past the
+  // flag bits the target keeps below it (3.12+ LOAD_ATTR's method bit).
+  void EmitName(int opcode, int name, int flags = 0) {
+    Emit(opcode, (name << bytecode::Opcode(opcode).name_shift) | flags);
+  }
+  void LoadGlobalCallable(const std::string& name) { EmitName(op::kLoadGlobal, Name(name), 1); }
   // `import a.b.c` then .b.c: the module object, whatever the globals hold.
   void ImportPath(const std::vector<std::string>& module, const std::vector<std::string>& attrs) {
     LoadConst(python::FromLong(0));
     LoadConst(python::None());
     Emit(op::kImportName, Name(absl::StrJoin(module, ".")));
-    for (size_t i = 1; i < module.size(); ++i) Emit(op::kLoadAttr, Name(module[i]));
-    for (const std::string& a : attrs) Emit(op::kLoadAttr, Name(a));
+    for (size_t i = 1; i < module.size(); ++i) EmitName(op::kLoadAttr, Name(module[i]));
+    for (const std::string& a : attrs) EmitName(op::kLoadAttr, Name(a));
   }
 
   absl::Status LoadSource(const SourcePtr& s) {
@@ -208,7 +240,7 @@ class Emitter {
         return absl::OkStatus();
       }
       case Source::Kind::kGlobal:
-        Emit(op::kLoadGlobal, Name(s->name()) << 1);
+        EmitName(op::kLoadGlobal, Name(s->name()));
         return absl::OkStatus();
       case Source::Kind::kModule:
         ImportPath({"sys"}, {"modules"});
@@ -217,7 +249,7 @@ class Emitter {
         return absl::OkStatus();
       case Source::Kind::kAttr:
         if (absl::Status st = LoadSource(s->base()); !st.ok()) return st;
-        Emit(op::kLoadAttr, Name(s->name()));
+        EmitName(op::kLoadAttr, Name(s->name()));
         return absl::OkStatus();
       case Source::Kind::kItem:
         if (absl::Status st = LoadSource(s->base()); !st.ok()) return st;
@@ -300,8 +332,9 @@ class Emitter {
           if (result_.output_nodes[i] != v->node) continue;
           // An array the graph computed: numpy's view of the output tensor.
           if (v->is_ndarray) {
-            Emit(op::kPushNull);
+            BeginCall();
             ImportPath({"dynamo", "numpy_bridge"}, {v->numpy_scalar ? "to_numpy_scalar" : "to_numpy"});
+            CalleeLoaded();
           }
           Emit(op::kLoadFast, graph_out_);
           LoadConst(python::FromLong(static_cast<int64_t>(i)));
@@ -315,12 +348,13 @@ class Emitter {
         // x.numpy() / torch.from_numpy(a) of an input: the same conversion
         // of the input, once.
         if (v->self && v->self->is_tensor() && v->self->is_ndarray != v->is_ndarray) {
-          Emit(op::kPushNull);
+          BeginCall();
           if (v->is_ndarray) {
             ImportPath({"dynamo", "numpy_bridge"}, {"to_numpy"});
           } else {
             ImportPath({"torch"}, {"as_tensor"});
           }
+          CalleeLoaded();
           if (absl::Status s = Load(v->self); !s.ok()) return s;
           Call(1);
           return Remember(v);
@@ -334,8 +368,9 @@ class Emitter {
           // tuple is cls.__mro__[-2] (the translator checked the MRO ends
           // tuple, object): no import, so frames with restricted builtins
           // (a named tuple's exec'd __new__) can run it.
-          Emit(op::kPushNull);
+          BeginCall();
           if (absl::Status s = LoadMroEntry(v->user_class, -2, "__new__"); !s.ok()) return s;
+          CalleeLoaded();
           if (absl::Status s = Load(v->user_class); !s.ok()) return s;
           for (const VarPtr& item : v->items) {
             if (absl::Status s = Load(item); !s.ok()) return s;
@@ -346,8 +381,9 @@ class Emitter {
         }
         if (!v->fields.empty()) return Unrebuildable("a named tuple made during the trace");
         if (v->is_size) {
-          Emit(op::kPushNull);
+          BeginCall();
           ImportPath({"torch"}, {"Size"});
+          CalleeLoaded();
         }
         for (const VarPtr& item : v->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;
@@ -370,8 +406,9 @@ class Emitter {
         }
         if (v->kind == VarKind::kDict) {
           if (v->dict_class) {  // OrderedDict({...}): the same items, in order
-            Emit(op::kPushNull);
+            BeginCall();
             if (absl::Status s = LoadObject(v->dict_class); !s.ok()) return s;
+            CalleeLoaded();
           }
           for (size_t i = 0; i < v->items.size(); ++i) {
             if (absl::Status s = Load(v->keys[i]); !s.ok()) return s;
@@ -393,8 +430,9 @@ class Emitter {
       case VarKind::kSet: {  // a set of trackers: built again, in Python's own order
         const bool frozen = v->name == "frozenset";
         if (frozen) {
-          Emit(op::kPushNull);
+          BeginCall();
           ImportPath({"builtins"}, {"frozenset"});
+          CalleeLoaded();
         }
         for (const VarPtr& item : v->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;
@@ -408,8 +446,9 @@ class Emitter {
         // __new__, checked by the translator), then one STORE_ATTR per
         // attribute it holds (its class's __setattr__ is object's). Kept in
         // a temporary first, so attributes may refer back to it.
-        Emit(op::kPushNull);
+        BeginCall();
         if (absl::Status s = LoadMroEntry(v->user_class, -1, "__new__"); !s.ok()) return s;  // object.__new__
+        CalleeLoaded();
         if (absl::Status s = Load(v->user_class); !s.ok()) return s;
         Call(1);
         int t = NewTemp();
@@ -433,17 +472,19 @@ class Emitter {
         // itertools' lazy iterators are rebuilt so too, their last
         // `keys.size()` arguments given by keyword.
         if (v->position != 0 || !v->self) return Unrebuildable("a generator the trace has started");
-        Emit(op::kPushNull);
+        BeginCall();
         if (absl::Status s = Load(v->self); !s.ok()) return s;
+        CalleeLoaded();
         for (const VarPtr& item : v->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;
         }
         if (!v->keys.empty()) {
           std::vector<Object> names;
           for (const VarPtr& k : v->keys) names.push_back(k->object);
-          Emit(op::kKwNames, Const(python::MakeTuple(names)));
+          CallKw(static_cast<int>(v->items.size()), python::MakeTuple(names));
+        } else {
+          Call(static_cast<int>(v->items.size()));
         }
-        Call(static_cast<int>(v->items.size()));
         return Remember(v);
       }
       case VarKind::kPartial: {
@@ -451,8 +492,9 @@ class Emitter {
         // functools.partial(func, *args); one with keywords would need a
         // keyword call, which is not emitted here.
         if (!v->kwdefaults->items.empty()) return Unrebuildable("a functools.partial with keywords");
-        Emit(op::kPushNull);
+        BeginCall();
         ImportPath({"functools"}, {"partial"});
+        CalleeLoaded();
         if (absl::Status s = Load(v->self); !s.ok()) return s;
         for (const VarPtr& item : v->defaults->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;
@@ -467,8 +509,9 @@ class Emitter {
         Emit(op::kBuildSlice, static_cast<int>(v->items.size()));
         return absl::OkStatus();
       case VarKind::kRange:
-        Emit(op::kPushNull);
+        BeginCall();
         ImportPath({"builtins"}, {"range"});
+        CalleeLoaded();
         LoadConst(python::FromLong(v->start));
         LoadConst(python::FromLong(v->stop));
         LoadConst(python::FromLong(v->step));
@@ -476,25 +519,28 @@ class Emitter {
         return absl::OkStatus();
       case VarKind::kDevice:
         if (v->source) return LoadSource(v->source);
-        Emit(op::kPushNull);
+        BeginCall();
         ImportPath({"torch"}, {"device"});
+        CalleeLoaded();
         LoadConst(python::FromString(ops::DeviceName(v->device)));  // "cuda:0", as torch.device takes it
         Call(1);
         return absl::OkStatus();
       case VarKind::kDictView:  // d.keys(), taken again from the rebuilt dict
-        Emit(op::kPushNull);
+        BeginCall();
         if (absl::Status s = Load(v->self); !s.ok()) return s;
-        Emit(op::kLoadAttr, Name(v->name));
+        EmitName(op::kLoadAttr, Name(v->name));
+        CalleeLoaded();
         Call(0);
         return absl::OkStatus();
       case VarKind::kGradMode:
-        Emit(op::kPushNull);
+        BeginCall();
         ImportPath({"torch"}, {v->grad_enabled ? "enable_grad" : "no_grad"});
+        CalleeLoaded();
         Call(0);
         return absl::OkStatus();
       case VarKind::kMethod:
         if (absl::Status s = Load(v->self); !s.ok()) return s;
-        Emit(op::kLoadAttr, Name(v->name));
+        EmitName(op::kLoadAttr, Name(v->name));
         return absl::OkStatus();
       case VarKind::kFunction:
         if (v->object && PyCode_Check(v->object.get())) return MakeFunction(v);
@@ -513,15 +559,16 @@ class Emitter {
             PyErr_Clear();
           }
           if (!by_name) {
-            Emit(op::kPushNull);
+            BeginCall();
             ImportPath({"types"}, {"MethodType"});
+            CalleeLoaded();
             if (absl::Status s = v->source ? LoadSource(v->source) : LoadObject(v->object); !s.ok()) return s;
             if (absl::Status s = Load(v->self); !s.ok()) return s;
             Call(2);
             return absl::OkStatus();
           }
           if (absl::Status s = Load(v->self); !s.ok()) return s;
-          Emit(op::kLoadAttr, Name(*n));
+          EmitName(op::kLoadAttr, Name(*n));
           return absl::OkStatus();
         }
         [[fallthrough]];
@@ -540,10 +587,10 @@ class Emitter {
   // instantiated, read without importing builtins.
   absl::Status LoadMroEntry(const VarPtr& cls, int index, const std::string& attr) {
     if (absl::Status s = Load(cls); !s.ok()) return s;
-    Emit(op::kLoadAttr, Name("__mro__"));
+    EmitName(op::kLoadAttr, Name("__mro__"));
     LoadConst(python::FromLong(index));
     Emit(op::kBinarySubscr);
-    Emit(op::kLoadAttr, Name(attr));
+    EmitName(op::kLoadAttr, Name(attr));
     return absl::OkStatus();
   }
 
@@ -689,7 +736,11 @@ absl::StatusOr<Object> BuildResume(const bytecode::DecodedCode& code, const Layo
     if (in.opcode == op::kMakeCell || in.opcode == op::kCopyFreeVars) {
       in.opcode = op::kNop;
       in.arg = 0;
-    } else if (IsLocalOp(in.opcode) || IsCellOp(in.opcode)) {
+    } else if (IsSlotPairOp(in.opcode)) {
+      const int first = remap[static_cast<size_t>(in.arg >> 4)], second = remap[static_cast<size_t>(in.arg & 15)];
+      if (first > 15 || second > 15) return Unrebuildable("a two-variable instruction past slot 15");
+      in.arg = (first << 4) | second;
+    } else if (IsSlotOp(in.opcode)) {
       in.arg = remap[static_cast<size_t>(in.arg)];
     }
   }
@@ -771,8 +822,9 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
       // A numpy.ndarray input: the graph takes the tensor over its memory.
       const bool array = std::binary_search(r.array_placeholders.begin(), r.array_placeholders.end(), i);
       if (array) {
-        e.Emit(op::kPushNull);
+        e.BeginCall();
         e.ImportPath({"torch"}, {"as_tensor"});
+        e.CalleeLoaded();
       }
       if (absl::Status status = e.LoadSource(r.placeholder_sources[i]); !status.ok()) return status;
       if (array) e.Call(1);
@@ -790,7 +842,8 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   // self), and a NULL cannot travel as an argument: run alone it is
   // LOAD_ATTR (the bound attribute), and the resume function pushes the
   // NULL below it, the shape CALL takes for any callable.
-  const bool method_load = run_one && stop_in.opcode == op::kLoadMethod;
+  const bool method_load = run_one && (stop_in.name == "LOAD_METHOD" ||
+                                       (stop_in.name == "LOAD_ATTR" && (stop_in.argument.flags & 1)));
   if (static_cast<size_t>(n_in) > st.stack.size()) return absl::InternalError("stack shorter than the operands");
   const size_t deep = st.stack.size() - static_cast<size_t>(n_in);
   // Locals live after the stop (the instruction itself reads none).
@@ -881,17 +934,19 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
       e.Emit(op::kStoreSubscr);
     } else if (s.kind == SideEffect::Kind::kDictContents) {
       // The new contents first: they may read the old ones.
-      e.Emit(op::kPushNull);
+      e.BeginCall();
       if (absl::Status status = e.Load(s.target); !status.ok()) return status;
-      e.Emit(op::kLoadAttr, e.Name("update"));
+      e.EmitName(op::kLoadAttr, e.Name("update"));
+      e.CalleeLoaded();
       for (size_t i = 0; i < s.target->items.size(); ++i) {
         if (absl::Status status = e.Load(s.target->keys[i]); !status.ok()) return status;
         if (absl::Status status = e.Load(s.target->items[i]); !status.ok()) return status;
       }
       e.Emit(op::kBuildMap, static_cast<int>(s.target->items.size()));
-      e.Emit(op::kPushNull);
+      e.BeginCall();
       if (absl::Status status = e.Load(s.target); !status.ok()) return status;
-      e.Emit(op::kLoadAttr, e.Name("clear"));
+      e.EmitName(op::kLoadAttr, e.Name("clear"));
+      e.CalleeLoaded();
       e.Call(0);
       e.Emit(op::kPopTop);
       e.Call(1);
@@ -939,23 +994,30 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     for (size_t i = deep; i < st.stack.size(); ++i) {
       if (absl::Status status = e.Load(st.stack[i]); !status.ok()) return status;
     }
-    if (stop_in.opcode == op::kCall) {
-      if (st.kw_names) e.Emit(op::kKwNames, e.Const(st.kw_names->object));
-      e.Emit(op::kPrecall, stop_in.arg);
-    }
-    int arg = stop_in.arg;
-    if (stop_in.argument.kind == bytecode::ArgKind::kName) arg = e.Name(std::string(stop_in.argument.text));
-    if (stop_in.argument.kind == bytecode::ArgKind::kConst) arg = e.Const(code.Constant(stop_in.argument.index));
     jump_index = e.instructions().size();
-    e.Emit(method_load ? op::kLoadAttr : stop_in.opcode, arg);
+    if (stop_in.opcode == op::kCall) {
+      // 3.11 and 3.12's KW_NAMES (3.13's CALL_KW has its names on the stack).
+      if (st.kw_names) e.CallKw(stop_in.arg, st.kw_names->object);
+      if (!st.kw_names) e.Call(stop_in.arg);
+      jump_index = e.instructions().size() - 1;
+    } else if (stop_in.argument.kind == bytecode::ArgKind::kName) {
+      // A method load runs as the plain attribute load.
+      e.EmitName(method_load ? op::kLoadAttr : stop_in.opcode, e.Name(std::string(stop_in.argument.text)),
+                 method_load ? 0 : stop_in.argument.flags);
+    } else if (stop_in.argument.kind == bytecode::ArgKind::kConst) {
+      e.Emit(stop_in.opcode, e.Const(code.Constant(stop_in.argument.index)));
+    } else {
+      e.Emit(stop_in.opcode, stop_in.arg);
+    }
   }
 
   const std::vector<int> cells = layout.Cells();
   auto resume_call = [&](size_t target, int results) -> absl::Status {
     std::vector<bool> mask;
     for (size_t i = 0; i < deep; ++i) mask.push_back(st.stack[i]->kind == VarKind::kNull);
-    if (method_load) mask.push_back(true);
+    if (method_load && !kCallableFirst) mask.push_back(true);
     for (int i = 0; i < results; ++i) mask.push_back(false);
+    if (method_load && kCallableFirst) mask.push_back(true);
     if (zero_arg_super && std::find(mask.begin(), mask.end(), false) != mask.end()) {
       // Stack values come first among a resume function's arguments.
       return absl::FailedPreconditionError("zero-argument super() in a resume function that takes stack values");
@@ -979,7 +1041,7 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     for (int slot : passed) rf.arguments.push_back(st.locals[static_cast<size_t>(slot)]);
     if (run_one) {
       rf.after_opcode = std::string(stop_in.name);
-      if (stop_in.opcode == op::kCall) rf.called = st.stack[st.stack.size() - static_cast<size_t>(n_in)];
+      if (stop_in.name == "CALL" || stop_in.name == "CALL_KW") rf.called = st.stack[st.stack.size() - static_cast<size_t>(n_in)];
       if (rf.called && rf.called->kind == VarKind::kNull) rf.called = st.stack[st.stack.size() - static_cast<size_t>(n_in) + 1];
     }
     std::vector<int> result_temps(static_cast<size_t>(results));
@@ -1022,7 +1084,7 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
       if (target == nullptr) return absl::InternalError("jump target outside the code");
       e.instructions()[jump_index].target = static_cast<int>(e.instructions().size());
       // JUMP_IF_*_OR_POP keeps its operand on the jump path.
-      const int kept = stop_in.opcode == op::kJumpIfTrueOrPop || stop_in.opcode == op::kJumpIfFalseOrPop;
+      const int kept = stop_in.name == "JUMP_IF_TRUE_OR_POP" || stop_in.name == "JUMP_IF_FALSE_OR_POP";
       if (absl::Status s = resume_call(static_cast<size_t>(target - code.instructions.data()), kept); !s.ok()) {
         return s;
       }

@@ -1715,8 +1715,7 @@ absl::StatusOr<SourcePtr> Translator::SuperAttrSource(const VarPtr& sup, const s
   Py_ssize_t i = 0, n = PyTuple_GET_SIZE(mro);
   while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
   for (++i; i < n; ++i) {
-    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
-    PyObject* raw = dict ? PyDict_GetItemString(dict, name.c_str()) : nullptr;  // borrowed
+    PyObject* raw = python::TypeDictItem(reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i)), name.c_str());
     if (raw == nullptr) continue;
     SourcePtr entry = Source::Item(
         Source::Attr(Source::Item(Source::Attr(Source::Attr(self->source, "__class__"), "__mro__"), i), "__dict__"),
@@ -1756,7 +1755,7 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         after = c == start.get();
         continue;
       }
-      PyObject* init = PyDict_GetItemString(reinterpret_cast<PyTypeObject*>(c)->tp_dict, "__init__");
+      PyObject* init = python::TypeDictItem(reinterpret_cast<PyTypeObject*>(c), "__init__");
       if (init == nullptr) continue;
       if (c == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) {
         VarPtr m = Var::OfKind(VarKind::kOpaque, Object::Borrow(init));

@@ -448,8 +448,7 @@ absl::Status Translator::ForIterGenerator(Frame& f, const bytecode::Instruction&
     f.stack.push_back(**std::move(v));
     return absl::OkStatus();
   }
-  f.stack.pop_back();
-  return Jump(f, in);
+  return EndLoop(f, in);
 }
 
 absl::StatusOr<bool> Translator::GeneratorContains(const VarPtr& generator, const VarPtr& item) {

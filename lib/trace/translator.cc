@@ -98,29 +98,7 @@ std::string FormatBreak(const BreakInfo& b) {
 
 namespace {
 
-bool IsBackwardJump(int opcode) {
-  return opcode == op::kJumpBackward || opcode == op::kJumpBackwardNoInterrupt ||
-         opcode == op::kPopJumpBackwardIfTrue || opcode == op::kPopJumpBackwardIfFalse ||
-         opcode == op::kPopJumpBackwardIfNone || opcode == op::kPopJumpBackwardIfNotNone;
-}
-
-// Instructions after which Python may take over mid-function: they consume
-// their operands from the top of the stack and fall through (or, for the
-// conditional jumps, go to one of two known places).
-bool CanRunAlone(int opcode) {
-  switch (opcode) {
-    case op::kCall: case op::kCallFunctionEx: case op::kBinaryOp: case op::kBinarySubscr:
-    case op::kCompareOp: case op::kContainsOp: case op::kStoreAttr: case op::kStoreSubscr:
-    case op::kDeleteSubscr: case op::kLoadAttr: case op::kLoadMethod: case op::kFormatValue:
-    case op::kUnpackSequence: case op::kGetIter: case op::kUnaryNegative: case op::kUnaryNot:
-    case op::kUnaryInvert: case op::kUnaryPositive: case op::kBuildString:
-    case op::kPopJumpForwardIfTrue: case op::kPopJumpForwardIfFalse:
-    case op::kJumpIfTrueOrPop: case op::kJumpIfFalseOrPop:
-      return true;
-    default:
-      return false;
-  }
-}
+bool IsBackwardJump(int opcode) { return bytecode::Opcode(opcode).Has(bytecode::kBackwardJump); }
 
 // Where to stop a trace that broke at top-frame instruction `at` (see
 // StopState): the instruction itself when Python can run it alone and
@@ -409,632 +387,6 @@ absl::StatusOr<VarPtr> Translator::RunFrame(Frame& f) {
   return absl::InternalError("execution fell off the end of the code");
 }
 
-absl::Status Translator::Step(Frame& f, const Instruction& in, std::optional<VarPtr>& result) {
-  const int opcode = in.opcode;
-  auto push = [&f](VarPtr v) { f.stack.push_back(std::move(v)); };
-#define POP_OR_RETURN(var)                      \
-  absl::StatusOr<VarPtr> var##_or = Pop(f);     \
-  if (!var##_or.ok()) return var##_or.status(); \
-  VarPtr var = *std::move(var##_or)
-#define ASSIGN_OR_RETURN(lhs, expr)          \
-  auto lhs##_or = (expr);                    \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *std::move(lhs##_or)
-
-  switch (opcode) {
-    case op::kNop:
-    case op::kResume:
-    case op::kPrecall:
-      return absl::OkStatus();
-
-    case op::kPopTop: {
-      POP_OR_RETURN(v);
-      return absl::OkStatus();
-    }
-    case op::kPushNull:
-      push(Var::Null());
-      return absl::OkStatus();
-    case op::kCopy: {
-      if (f.stack.size() < static_cast<size_t>(in.arg)) return absl::InternalError("COPY underflow");
-      push(f.stack[f.stack.size() - static_cast<size_t>(in.arg)]);
-      return absl::OkStatus();
-    }
-    case op::kSwap: {
-      if (f.stack.size() < static_cast<size_t>(in.arg)) return absl::InternalError("SWAP underflow");
-      std::swap(f.stack.back(), f.stack[f.stack.size() - static_cast<size_t>(in.arg)]);
-      return absl::OkStatus();
-    }
-
-    case op::kLoadConst:
-      push(Var::Constant(f.code->Constant(in.argument.index)));
-      return absl::OkStatus();
-    case op::kLoadFast:
-    case op::kLoadClosure: {
-      const VarPtr& v = f.locals[static_cast<size_t>(in.arg)];
-      if (!v) {
-        return Break(ir::GraphBreak::OTHER,
-                     absl::StrCat("local variable '", in.argument.text, "' is read before it is set"),
-                     "the function would raise UnboundLocalError");
-      }
-      push(v);
-      return absl::OkStatus();
-    }
-    case op::kStoreFast: {
-      POP_OR_RETURN(v);
-      f.locals[static_cast<size_t>(in.arg)] = std::move(v);
-      return absl::OkStatus();
-    }
-    case op::kDeleteFast:
-      f.locals[static_cast<size_t>(in.arg)] = nullptr;
-      return absl::OkStatus();
-    case op::kMakeCell: {
-      VarPtr& slot = f.locals[static_cast<size_t>(in.arg)];
-      slot = Var::Cell(slot);
-      return absl::OkStatus();
-    }
-    case op::kCopyFreeVars: {
-      size_t n = static_cast<size_t>(in.arg);
-      if (f.closure.size() != n) return absl::InternalError("closure size mismatch");
-      for (size_t i = 0; i < n; ++i) f.locals[f.locals.size() - n + i] = f.closure[i];
-      return absl::OkStatus();
-    }
-    case op::kLoadDeref: {
-      const VarPtr& cell = f.locals[static_cast<size_t>(in.arg)];
-      if (!cell || cell->kind != VarKind::kCell || !cell->value) {
-        return Break(ir::GraphBreak::OTHER,
-                     absl::StrCat("free variable '", in.argument.text, "' is read before it is set"),
-                     "the function would raise NameError");
-      }
-      push(cell->value);
-      return absl::OkStatus();
-    }
-    case op::kStoreDeref: {
-      POP_OR_RETURN(v);
-      const VarPtr& cell = f.locals[static_cast<size_t>(in.arg)];
-      if (!cell || cell->kind != VarKind::kCell) return absl::InternalError("STORE_DEREF without a cell");
-      if (cell->source && allow_breaks_ && !frames_.empty()) {
-        // A free variable of the traced function itself: replayed as a
-        // STORE_DEREF into the same slot of the rewritten code.
-        const std::vector<VarPtr>& top = frames_.front()->locals;
-        for (size_t slot = 0; slot < top.size(); ++slot) {
-          if (top[slot] != cell) continue;
-          cell->value = v;
-          SideEffect e;
-          e.kind = SideEffect::Kind::kStoreCell;
-          e.slot = static_cast<int>(slot);
-          e.value = std::move(v);
-          side_effects_.push_back(std::move(e));
-          return absl::OkStatus();
-        }
-      }
-      if (cell->source) {
-        return Break(ir::GraphBreak::SIDE_EFFECT,
-                     absl::StrCat("assigning the enclosing function's variable '",
-                                  in.argument.text, "'"),
-                     "nonlocal assignments to variables outside the traced function are side "
-                     "effects; return the value instead");
-      }
-      cell->value = std::move(v);
-      return absl::OkStatus();
-    }
-
-    case op::kLoadGlobal: {
-      const std::string name(in.argument.text);
-      if (f.globals.get() == top_globals_.get() && !global_overlay_.empty()) {
-        if (auto it = global_overlay_.find(name); it != global_overlay_.end()) {
-          if (in.argument.flags & 1) push(Var::Null());
-          push(it->second);
-          return absl::OkStatus();
-        }
-      }
-      PyObject* value = PyDict_GetItemString(f.globals.get(), name.c_str());  // borrowed
-      SourcePtr source;
-      if (value != nullptr) {
-        source = f.top_globals ? Source::Global(name)
-                 : f.globals_source ? (f.globals_by_item ? Source::Item(f.globals_source, name)
-                                                       : Source::Attr(f.globals_source, name))
-                                   : nullptr;
-      } else {
-        PyObject* builtins = PyDict_GetItemString(f.globals.get(), "__builtins__");
-        if (builtins != nullptr && PyModule_Check(builtins)) builtins = PyModule_GetDict(builtins);
-        value = builtins != nullptr ? PyDict_GetItemString(builtins, name.c_str()) : nullptr;
-        if (value == nullptr) {
-          return Break(ir::GraphBreak::OTHER, absl::StrCat("name '", name, "' is not defined"),
-                       "the function would raise NameError");
-        }
-      }
-      ASSIGN_OR_RETURN(v, Wrap(python::Object::Borrow(value), source));
-      if (in.argument.flags & 1) push(Var::Null());
-      push(std::move(v));
-      return absl::OkStatus();
-    }
-    case op::kLoadAttr: {
-      POP_OR_RETURN(obj);
-      ASSIGN_OR_RETURN(v, GetAttr(obj, std::string(in.argument.text)));
-      push(std::move(v));
-      return absl::OkStatus();
-    }
-    case op::kLoadMethod: {
-      // Always the "NULL, bound attribute" shape: GetAttr binds methods.
-      POP_OR_RETURN(obj);
-      ASSIGN_OR_RETURN(v, GetAttr(obj, std::string(in.argument.text)));
-      push(Var::Null());
-      push(std::move(v));
-      return absl::OkStatus();
-    }
-    case op::kStoreAttr: {
-      POP_OR_RETURN(obj);
-      POP_OR_RETURN(value);
-      // A tracked instance is new: setting its attributes is no side effect.
-      if (allow_breaks_ || obj->kind == VarKind::kUserObject) {
-        return StoreAttr(obj, std::string(in.argument.text), value);
-      }
-      return Break(ir::GraphBreak::SIDE_EFFECT,
-                   absl::StrCat("setting attribute '", in.argument.text, "' on ", Describe(*obj)),
-                   "attribute assignment is a side effect that a single graph cannot hold");
-    }
-    case op::kStoreGlobal:
-      if (allow_breaks_ && f.globals.get() == top_globals_.get()) {
-        POP_OR_RETURN(v);
-        std::string name(in.argument.text);
-        global_overlay_[name] = v;
-        SideEffect e;
-        e.kind = SideEffect::Kind::kStoreGlobal;
-        e.name = name;
-        e.value = v;
-        side_effects_.push_back(std::move(e));
-        return absl::OkStatus();
-      }
-      return Break(ir::GraphBreak::SIDE_EFFECT,
-                   absl::StrCat("assigning the global '", in.argument.text, "'"),
-                   "global assignment is a side effect that a single graph cannot hold");
-
-    case op::kKwNames:
-      f.kw_names = Var::Constant(f.code->Constant(in.argument.index));
-      return absl::OkStatus();
-    case op::kCall: {
-      size_t argc = static_cast<size_t>(in.arg);
-      ASSIGN_OR_RETURN(values, PopN(f, argc + 2));
-      VarPtr callable = values[0];
-      std::vector<VarPtr> args(values.begin() + 2, values.end());
-      if (callable->kind == VarKind::kNull) {
-        callable = values[1];
-      } else {
-        args.insert(args.begin(), values[1]);  // method form: self first
-      }
-      Kwargs kwargs;
-      if (f.kw_names) {
-        PyObject* names = f.kw_names->object.get();
-        size_t nk = static_cast<size_t>(PyTuple_GET_SIZE(names));
-        for (size_t i = 0; i < nk; ++i) {
-          ASSIGN_OR_RETURN(key, python::AsString(python::Object::Borrow(
-                                    PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(i)))));
-          kwargs.emplace_back(key, args[args.size() - nk + i]);
-        }
-        args.resize(args.size() - nk);
-        f.kw_names = nullptr;
-      }
-      ASSIGN_OR_RETURN(r, Call(callable, std::move(args), std::move(kwargs)));
-      push(std::move(r));
-      return absl::OkStatus();
-    }
-    case op::kCallFunctionEx: {
-      VarPtr kwargs_var;
-      if (in.arg & 1) {
-        POP_OR_RETURN(k);
-        kwargs_var = std::move(k);
-      }
-      POP_OR_RETURN(args_var);
-      POP_OR_RETURN(callable);
-      POP_OR_RETURN(null);
-      ASSIGN_OR_RETURN(args, Materialize(args_var));
-      Kwargs kwargs;
-      if (kwargs_var) {
-        if (kwargs_var->kind != VarKind::kDict) {
-          return Break(ir::GraphBreak::OTHER, "** of a non-dict", "pass a dict");
-        }
-        for (size_t i = 0; i < kwargs_var->keys.size(); ++i) {
-          ASSIGN_OR_RETURN(key, python::AsString(kwargs_var->keys[i]->object));
-          kwargs.emplace_back(key, kwargs_var->items[i]);
-        }
-      }
-      ASSIGN_OR_RETURN(r, Call(callable, std::move(args), std::move(kwargs)));
-      push(std::move(r));
-      return absl::OkStatus();
-    }
-    case op::kMakeFunction: {
-      ASSIGN_OR_RETURN(fn, MakeFunction(f, in.arg));
-      push(std::move(fn));
-      return absl::OkStatus();
-    }
-
-    case op::kBinaryOp: {
-      POP_OR_RETURN(b);
-      POP_OR_RETURN(a);
-      ASSIGN_OR_RETURN(r, BinaryOp(in.arg, a, b));
-      push(std::move(r));
-      return absl::OkStatus();
-    }
-    case op::kCompareOp: {
-      POP_OR_RETURN(b);
-      POP_OR_RETURN(a);
-      ASSIGN_OR_RETURN(r, Compare(std::string(in.argument.text), a, b));
-      push(std::move(r));
-      return absl::OkStatus();
-    }
-    case op::kIsOp: {
-      POP_OR_RETURN(b);
-      POP_OR_RETURN(a);
-      ASSIGN_OR_RETURN(same, Identical(a, b));
-      push(Var::Constant(python::FromBool(same != (in.arg == 1))));
-      return absl::OkStatus();
-    }
-    case op::kContainsOp: {
-      POP_OR_RETURN(container);
-      POP_OR_RETURN(item);
-      if (container->kind == VarKind::kGenerator) {
-        ASSIGN_OR_RETURN(found, GeneratorContains(container, item));
-        push(Var::Constant(python::FromBool(found != (in.arg == 1))));
-        return absl::OkStatus();
-      }
-      ASSIGN_OR_RETURN(found, Contains(container, item));
-      push(Var::Constant(python::FromBool(found != (in.arg == 1))));
-      return absl::OkStatus();
-    }
-    case op::kUnaryNegative:
-    case op::kUnaryPositive:
-    case op::kUnaryInvert:
-    case op::kUnaryNot: {
-      POP_OR_RETURN(v);
-      if (opcode == op::kUnaryNot) {
-        ASSIGN_OR_RETURN(t, Truthy(v));
-        push(Var::Constant(python::FromBool(!t)));
-        return absl::OkStatus();
-      }
-      const char* name = opcode == op::kUnaryNegative ? "neg"
-                         : opcode == op::kUnaryPositive ? "pos" : "invert";
-      if (v->is_ndarray) {
-        ASSIGN_OR_RETURN(r, NdarrayOperator(name, {v}));
-        push(std::move(r));
-        return absl::OkStatus();
-      }
-      if (v->kind == VarKind::kTensor) {
-        ASSIGN_OR_RETURN(r, CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {v}, {}));
-        push(std::move(r));
-        return absl::OkStatus();
-      }
-      ASSIGN_OR_RETURN(fn, python::Import("operator"));
-      ASSIGN_OR_RETURN(r, CallReal(Var::Constant(*python::GetAttr(fn, name)), {v}, {}));
-      push(std::move(r));
-      return absl::OkStatus();
-    }
-
-    case op::kBinarySubscr: {
-      POP_OR_RETURN(index);
-      POP_OR_RETURN(obj);
-      ASSIGN_OR_RETURN(r, Subscript(obj, index));
-      push(std::move(r));
-      return absl::OkStatus();
-    }
-    case op::kStoreSubscr: {
-      POP_OR_RETURN(index);
-      POP_OR_RETURN(obj);
-      POP_OR_RETURN(value);
-      const bool replayed = allow_breaks_ && obj->source && obj->object &&
-                            (obj->kind == VarKind::kList || obj->kind == VarKind::kDict);
-      if (replayed) MarkMutated(obj);
-      if ((obj->kind == VarKind::kList || obj->kind == VarKind::kDict) && (!obj->source || replayed)) {
-        if (obj->kind == VarKind::kList && index->kind == VarKind::kSlice) return AssignSlice(obj, index, value);
-        if (obj->kind == VarKind::kList) {
-          if (!index->is_constant() || !PyIndex_Check(index->object.get())) {
-            return Break(ir::GraphBreak::OTHER, absl::StrCat("list index is a ", Describe(*index)),
-                         "index lists with Python ints or slices");
-          }
-          ASSIGN_OR_RETURN(i, AsInt(index));
-          int64_t n = static_cast<int64_t>(obj->items.size());
-          if (i < 0) i += n;
-          if (i < 0 || i >= n) {
-            return Break(ir::GraphBreak::OTHER, "list assignment index out of range",
-                         "the function would raise IndexError");
-          }
-          obj->items[static_cast<size_t>(i)] = value;
-        } else {
-          bool replaced = false;
-          for (size_t k = 0; k < obj->keys.size(); ++k) {
-            ASSIGN_OR_RETURN(eq, Compare("==", obj->keys[k], index));
-            if (eq->object.get() == Py_True) {
-              obj->items[k] = value;
-              replaced = true;
-              break;
-            }
-          }
-          if (!replaced) {
-            obj->keys.push_back(index);
-            obj->items.push_back(value);
-          }
-        }
-        return absl::OkStatus();
-      }
-      if (obj->is_ndarray && (!obj->source || allow_breaks_)) {
-        ASSIGN_OR_RETURN(r, NdarrayOperator("setitem", {obj, index, value}));
-        return absl::OkStatus();
-      }
-      if (obj->kind == VarKind::kTensor && (!obj->source || allow_breaks_)) {
-        ASSIGN_OR_RETURN(r, CallOp("operator.setitem", ir::Node::CALL_FUNCTION, {obj, index, value}, {}));
-        return absl::OkStatus();
-      }
-      return Break(ir::GraphBreak::SIDE_EFFECT,
-                   absl::StrCat("item assignment into ", Describe(*obj), " that outlives the call"),
-                   "mutating inputs is a side effect a single graph cannot hold; work on a copy");
-    }
-    case op::kBuildSlice: {
-      ASSIGN_OR_RETURN(parts, PopN(f, static_cast<size_t>(in.arg)));
-      if (parts.size() == 2) parts.push_back(Var::Constant(python::None()));
-      for (const VarPtr& p : parts) {
-        if (!p->is_none() && !(p->is_constant() && PyLong_Check(p->object.get()))) {
-          return Break(ir::GraphBreak::OTHER, absl::StrCat("slice bound is ", Describe(*p)),
-                       "slice with Python ints");
-        }
-      }
-      VarPtr s = Var::OfKind(VarKind::kSlice, python::Object());
-      s->items = std::move(parts);
-      push(std::move(s));
-      return absl::OkStatus();
-    }
-
-    case op::kBuildTuple: {
-      ASSIGN_OR_RETURN(items, PopN(f, static_cast<size_t>(in.arg)));
-      push(Var::Tuple(std::move(items)));
-      return absl::OkStatus();
-    }
-    case op::kBuildList: {
-      ASSIGN_OR_RETURN(items, PopN(f, static_cast<size_t>(in.arg)));
-      push(Var::List(std::move(items)));
-      return absl::OkStatus();
-    }
-    case op::kBuildMap: {
-      ASSIGN_OR_RETURN(kv, PopN(f, static_cast<size_t>(in.arg) * 2));
-      std::vector<VarPtr> keys, values;
-      for (size_t i = 0; i < kv.size(); i += 2) {
-        keys.push_back(kv[i]);
-        values.push_back(kv[i + 1]);
-      }
-      push(Var::Dict(std::move(keys), std::move(values)));
-      return absl::OkStatus();
-    }
-    case op::kBuildConstKeyMap: {
-      POP_OR_RETURN(keys_var);
-      ASSIGN_OR_RETURN(values, PopN(f, static_cast<size_t>(in.arg)));
-      std::vector<VarPtr> keys;
-      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys_var->object.get()); ++i) {
-        keys.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(keys_var->object.get(), i))));
-      }
-      push(Var::Dict(std::move(keys), std::move(values)));
-      return absl::OkStatus();
-    }
-    case op::kBuildSet: {
-      // A set of constants is a real Python set the trace owns: it iterates
-      // in Python's own (hash) order, which a tracker could not reproduce.
-      ASSIGN_OR_RETURN(items, PopN(f, static_cast<size_t>(in.arg)));
-      ASSIGN_OR_RETURN(set, BuildSet(items, /*frozen=*/false));
-      push(std::move(set));
-      return absl::OkStatus();
-    }
-    case op::kSetAdd:
-    case op::kSetUpdate: {
-      POP_OR_RETURN(v);
-      VarPtr& target = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-      if (!(target->is_constant() && PySet_Check(target->object.get()) && !target->source) &&
-          target->kind != VarKind::kSet) {
-        return absl::InternalError("SET_ADD/SET_UPDATE without a set made by the trace");
-      }
-      std::vector<VarPtr> items = {v};
-      if (opcode == op::kSetUpdate) {
-        ASSIGN_OR_RETURN(all, Materialize(v));
-        items = all;
-      }
-      for (const VarPtr& item : items) {
-        absl::Status added = AddToSet(target, item);
-        if (!added.ok()) return added;
-      }
-      return absl::OkStatus();
-    }
-    case op::kListAppend: {
-      POP_OR_RETURN(v);
-      VarPtr& list = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-      list->items.push_back(std::move(v));
-      return absl::OkStatus();
-    }
-    case op::kListExtend: {
-      POP_OR_RETURN(v);
-      ASSIGN_OR_RETURN(items, Materialize(v));
-      VarPtr& list = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-      list->items.insert(list->items.end(), items.begin(), items.end());
-      return absl::OkStatus();
-    }
-    case op::kListToTuple: {
-      POP_OR_RETURN(v);
-      push(Var::Tuple(v->items));
-      return absl::OkStatus();
-    }
-    case op::kMapAdd: {
-      POP_OR_RETURN(value);
-      POP_OR_RETURN(key);
-      VarPtr& dict = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-      dict->keys.push_back(std::move(key));
-      dict->items.push_back(std::move(value));
-      return absl::OkStatus();
-    }
-    case op::kDictUpdate:
-    case op::kDictMerge: {
-      POP_OR_RETURN(other);
-      if (other->kind != VarKind::kDict) {
-        return Break(ir::GraphBreak::OTHER, "dict update from a non-dict", "");
-      }
-      VarPtr& dict = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-      dict->keys.insert(dict->keys.end(), other->keys.begin(), other->keys.end());
-      dict->items.insert(dict->items.end(), other->items.begin(), other->items.end());
-      return absl::OkStatus();
-    }
-    case op::kUnpackSequence: {
-      POP_OR_RETURN(v);
-      ASSIGN_OR_RETURN(items, Unpack(v, static_cast<size_t>(in.arg)));
-      for (auto it = items.rbegin(); it != items.rend(); ++it) push(*it);
-      return absl::OkStatus();
-    }
-    case op::kUnpackEx: {
-      POP_OR_RETURN(v);
-      ASSIGN_OR_RETURN(items, Materialize(v));
-      size_t before = static_cast<size_t>(in.arg & 0xff), after = static_cast<size_t>(in.arg >> 8);
-      if (items.size() < before + after) {
-        return Break(ir::GraphBreak::OTHER, "not enough values to unpack",
-                     "the function would raise ValueError");
-      }
-      std::vector<VarPtr> middle(items.begin() + static_cast<long>(before),
-                                 items.end() - static_cast<long>(after));
-      for (size_t i = 0; i < after; ++i) push(items[items.size() - 1 - i]);
-      push(Var::List(std::move(middle)));
-      for (size_t i = before; i > 0; --i) push(items[i - 1]);
-      return absl::OkStatus();
-    }
-
-    case op::kGetIter: {
-      POP_OR_RETURN(v);
-      ASSIGN_OR_RETURN(it, GetIter(v));
-      push(std::move(it));
-      return absl::OkStatus();
-    }
-    case op::kForIter: {
-      VarPtr& it = f.stack.back();
-      if (it->kind == VarKind::kGenerator) return ForIterGenerator(f, in);
-      if (it->kind != VarKind::kIterator) {
-        return Break(ir::GraphBreak::UNSUPPORTED_OPCODE,
-                     absl::StrCat("iterating over ", Describe(*it), " made outside the trace"),
-                     "iterate over a list, tuple, range or tensor the function can see");
-      }
-      ASSIGN_OR_RETURN(next, NextValue(it));
-      if (next) {
-        push(*std::move(next));
-        return absl::OkStatus();
-      }
-      f.stack.pop_back();
-      return Jump(f, in);
-    }
-    case op::kJumpForward:
-    case op::kJumpBackward:
-    case op::kJumpBackwardNoInterrupt:
-      return Jump(f, in);
-    case op::kPopJumpForwardIfTrue:
-    case op::kPopJumpBackwardIfTrue:
-    case op::kPopJumpForwardIfFalse:
-    case op::kPopJumpBackwardIfFalse: {
-      POP_OR_RETURN(v);
-      ASSIGN_OR_RETURN(t, Truthy(v));
-      bool want = opcode == op::kPopJumpForwardIfTrue || opcode == op::kPopJumpBackwardIfTrue;
-      return t == want ? Jump(f, in) : absl::OkStatus();
-    }
-    case op::kPopJumpForwardIfNone:
-    case op::kPopJumpBackwardIfNone:
-    case op::kPopJumpForwardIfNotNone:
-    case op::kPopJumpBackwardIfNotNone: {
-      POP_OR_RETURN(v);
-      bool want_none = opcode == op::kPopJumpForwardIfNone || opcode == op::kPopJumpBackwardIfNone;
-      return v->is_none() == want_none ? Jump(f, in) : absl::OkStatus();
-    }
-    case op::kJumpIfTrueOrPop:
-    case op::kJumpIfFalseOrPop: {
-      ASSIGN_OR_RETURN(t, Truthy(f.stack.back()));
-      if (t == (opcode == op::kJumpIfTrueOrPop)) return Jump(f, in);
-      f.stack.pop_back();
-      return absl::OkStatus();
-    }
-
-    case op::kReturnValue: {
-      POP_OR_RETURN(v);
-      result = std::move(v);
-      return absl::OkStatus();
-    }
-
-    case op::kBeforeWith: {
-      POP_OR_RETURN(manager);
-      if (manager->kind != VarKind::kGradMode) {
-        return Break(ir::GraphBreak::UNSUPPORTED_CALL,
-                     absl::StrCat("'with' over ", Describe(*manager)),
-                     "only torch.no_grad() and torch.enable_grad() are traced as context managers");
-      }
-      grad_stack_.push_back(grad_enabled_);
-      if (absl::Status s = SetGradMode(manager->grad_enabled); !s.ok()) return s;
-      push(Var::Method(manager, "__exit__"));
-      push(Var::Constant(python::None()));
-      return absl::OkStatus();
-    }
-
-    case op::kFormatValue: {
-      VarPtr spec;
-      if (in.arg & 4) {
-        POP_OR_RETURN(s);
-        spec = std::move(s);
-      }
-      POP_OR_RETURN(v);
-      ASSIGN_OR_RETURN(value, ToPython(v));
-      static constexpr const char* kConverters[] = {nullptr, "str", "repr", "ascii"};
-      if (kConverters[in.arg & 3] != nullptr) {
-        python::Object builtins = python::Object::Borrow(PyEval_GetBuiltins());
-        python::Object conv = python::Object::Borrow(PyDict_GetItemString(builtins.get(), kConverters[in.arg & 3]));
-        ASSIGN_OR_RETURN(converted, python::Call(conv, {value}));
-        value = converted;
-      }
-      python::Object formatted = python::Object::Steal(
-          PyObject_Format(value.get(), spec ? spec->object.get() : nullptr));
-      if (!formatted) return python::FetchError("format");
-      push(Var::Constant(formatted));
-      return absl::OkStatus();
-    }
-    case op::kBuildString: {
-      ASSIGN_OR_RETURN(parts, PopN(f, static_cast<size_t>(in.arg)));
-      std::string s;
-      for (const VarPtr& p : parts) {
-        ASSIGN_OR_RETURN(piece, python::AsString(p->object));
-        s += piece;
-      }
-      push(Var::Constant(python::FromString(s)));
-      return absl::OkStatus();
-    }
-    case op::kLoadAssertionError:
-      push(Var::OfKind(VarKind::kClass, python::Object::Borrow(PyExc_AssertionError)));
-      return absl::OkStatus();
-    case op::kRaiseVarargs:
-      return Break(ir::GraphBreak::OTHER, "the function raises an exception on these inputs",
-                   "check the inputs; an assert or raise is reached during tracing");
-    case op::kImportName: {
-      POP_OR_RETURN(fromlist);
-      POP_OR_RETURN(level);
-      python::Object module = python::Object::Steal(PyImport_ImportModuleLevelObject(
-          python::FromString(in.argument.text).get(), f.globals.get(), nullptr,
-          fromlist->object.get(), static_cast<int>(*AsInt(level))));
-      if (!module) return python::FetchError("import");
-      ASSIGN_OR_RETURN(v, Wrap(module, nullptr));
-      push(std::move(v));
-      return absl::OkStatus();
-    }
-    case op::kImportFrom: {
-      ASSIGN_OR_RETURN(v, GetAttr(f.stack.back(), std::string(in.argument.text)));
-      push(std::move(v));
-      return absl::OkStatus();
-    }
-    case op::kReturnGenerator:
-      return ReturnGenerator(f);
-    case op::kYieldValue:
-      return YieldValue(f, result);
-    default:
-      return Break(ir::GraphBreak::UNSUPPORTED_OPCODE,
-                   absl::StrCat("the translator does not implement ", in.name),
-                   "rewrite the construct, or report it with the source line");
-  }
-#undef POP_OR_RETURN
-#undef ASSIGN_OR_RETURN
-}
-
 absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> Translator::Decoded(
     const python::Object& code) {
   auto it = decoded_.find(code.get());
@@ -1143,40 +495,92 @@ absl::Status Translator::BindArguments(Frame& f, const VarPtr& function, std::ve
   return absl::OkStatus();
 }
 
-absl::StatusOr<VarPtr> Translator::MakeFunction(Frame& f, int flags) {
+absl::StatusOr<VarPtr> Translator::MakeFunction(Frame& f) {
   absl::StatusOr<VarPtr> code = Pop(f);
   if (!code.ok()) return code.status();
   VarPtr fn = Var::OfKind(VarKind::kFunction, (*code)->object);
   fn->globals = f.globals;
-  if (flags & 0x08) {
-    absl::StatusOr<VarPtr> closure = Pop(f);
-    if (!closure.ok()) return closure.status();
-    fn->closure = (*closure)->items;
-  }
-  if (flags & 0x04) {
-    absl::StatusOr<VarPtr> annotations = Pop(f);  // not needed to run the function
-    if (!annotations.ok()) return annotations.status();
-  }
-  if (flags & 0x02) {
-    absl::StatusOr<VarPtr> kwdefaults = Pop(f);
-    if (!kwdefaults.ok()) return kwdefaults.status();
-    fn->kwdefaults = *kwdefaults;
-  }
-  if (flags & 0x01) {
-    absl::StatusOr<VarPtr> defaults = Pop(f);
-    if (!defaults.ok()) return defaults.status();
-    fn->defaults = *defaults;
-    // All-constant defaults arrive as one tuple constant: unpack it.
-    if ((*defaults)->is_constant() && PyTuple_Check((*defaults)->object.get())) {
-      std::vector<VarPtr> items;
-      PyObject* t = (*defaults)->object.get();
-      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
-        items.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(t, i))));
-      }
-      fn->defaults = Var::Tuple(std::move(items));
-    }
-  }
   return fn;
+}
+
+absl::Status Translator::SetFunctionAttribute(const VarPtr& fn, int flag, const VarPtr& value) {
+  switch (flag) {
+    case 0x08:
+      fn->closure = value->items;
+      return absl::OkStatus();
+    case 0x04:  // annotations: not needed to run the function
+      return absl::OkStatus();
+    case 0x02:
+      fn->kwdefaults = value;
+      return absl::OkStatus();
+    case 0x01:
+      fn->defaults = value;
+      // All-constant defaults arrive as one tuple constant: unpack it.
+      if (value->is_constant() && PyTuple_Check(value->object.get())) {
+        std::vector<VarPtr> items;
+        PyObject* t = value->object.get();
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); ++i) {
+          items.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(t, i))));
+        }
+        fn->defaults = Var::Tuple(std::move(items));
+      }
+      return absl::OkStatus();
+    default:
+      return Break(ir::GraphBreak::UNSUPPORTED_OPCODE, absl::StrCat("function attribute flag ", flag),
+                   "report it with the source line");
+  }
+}
+
+absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value) {
+  const bool replayed = allow_breaks_ && obj->source && obj->object &&
+                        (obj->kind == VarKind::kList || obj->kind == VarKind::kDict);
+  if (replayed) MarkMutated(obj);
+  if ((obj->kind == VarKind::kList || obj->kind == VarKind::kDict) && (!obj->source || replayed)) {
+    if (obj->kind == VarKind::kList && index->kind == VarKind::kSlice) return AssignSlice(obj, index, value);
+    if (obj->kind == VarKind::kList) {
+      if (!index->is_constant() || !PyIndex_Check(index->object.get())) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("list index is a ", Describe(*index)),
+                     "index lists with Python ints or slices");
+      }
+      absl::StatusOr<int64_t> i_or = AsInt(index);
+      if (!i_or.ok()) return i_or.status();
+      int64_t i = *i_or;
+      int64_t n = static_cast<int64_t>(obj->items.size());
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) {
+        return Break(ir::GraphBreak::OTHER, "list assignment index out of range",
+                     "the function would raise IndexError");
+      }
+      obj->items[static_cast<size_t>(i)] = value;
+    } else {
+      bool replaced = false;
+      for (size_t k = 0; k < obj->keys.size(); ++k) {
+        absl::StatusOr<VarPtr> eq = Compare("==", obj->keys[k], index);
+        if (!eq.ok()) return eq.status();
+        if ((*eq)->object.get() == Py_True) {
+          obj->items[k] = value;
+          replaced = true;
+          break;
+        }
+      }
+      if (!replaced) {
+        obj->keys.push_back(index);
+        obj->items.push_back(value);
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (obj->is_ndarray && (!obj->source || allow_breaks_)) {
+    absl::StatusOr<VarPtr> r = NdarrayOperator("setitem", {obj, index, value});
+    return r.ok() ? absl::OkStatus() : r.status();
+  }
+  if (obj->kind == VarKind::kTensor && (!obj->source || allow_breaks_)) {
+    absl::StatusOr<VarPtr> r = CallOp("operator.setitem", ir::Node::CALL_FUNCTION, {obj, index, value}, {});
+    return r.ok() ? absl::OkStatus() : r.status();
+  }
+  return Break(ir::GraphBreak::SIDE_EFFECT,
+               absl::StrCat("item assignment into ", Describe(*obj), " that outlives the call"),
+               "mutating inputs is a side effect a single graph cannot hold; work on a copy");
 }
 
 absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const VarPtr& b) {

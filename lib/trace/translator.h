@@ -25,11 +25,17 @@
 #include "absl/status/statusor.h"
 #include "lib/ops/registry.h"
 #include "lib/bytecode/decoder.h"
+#include "lib/bytecode/opcodes.h"
 #include "lib/python/object.h"
 #include "lib/trace/variables.h"
 #include "proto/dynamo_ir.pb.h"
 
 namespace dynamo::trace {
+
+// 3.13 pushes a callable below its NULL-or-self slot (LOAD_GLOBAL, LOAD_ATTR,
+// CALL, CALL_FUNCTION_EX); 3.11 and 3.12 push the NULL (or the method below
+// self) first. The translator's stacks and the rewrite's code follow it.
+inline constexpr bool kCallableFirst = bytecode::generated::kPythonMinor >= 13;
 
 // One argument of the traced call: a tensor described by metadata, a real
 // Python object, or a container of those.

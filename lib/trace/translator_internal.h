@@ -43,6 +43,28 @@ bool IsNumpyArray(PyObject* o);
 // nullptr when the module lacks it.
 PyObject* StdlibObject(const char* module, const char* name);
 
+// The translator's operations (Translator::Op<Name>, instructions.cc).
+#define DYNAMO_TRANSLATOR_OPS(X)                                                               \
+  X(Nop) X(PopTop) X(PushNull) X(Copy) X(Swap) X(EndFor) X(LoadConst) X(ReturnConst)        \
+  X(LoadFast) X(LoadFastAndClear) X(LoadFastLoadFast) X(StoreFast) X(StoreFastStoreFast)      \
+  X(StoreFastLoadFast) X(DeleteFast) X(MakeCell) X(CopyFreeVars) X(LoadDeref) X(StoreDeref)   \
+  X(LoadGlobal) X(LoadAttr) X(LoadMethod) X(LoadSuperAttr) X(StoreAttr) X(StoreGlobal)        \
+  X(KwNames) X(Call) X(CallKw) X(CallFunctionEx) X(MakeFunction) X(SetFunctionAttribute)      \
+  X(BinaryOp) X(CompareOp) X(IsOp) X(ContainsOp) X(Unary) X(UnaryNot) X(ToBool)               \
+  X(CallIntrinsic1) X(BinarySubscr) X(StoreSubscr) X(BinarySlice) X(StoreSlice) X(BuildSlice) \
+  X(BuildTuple) X(BuildList) X(BuildMap) X(BuildConstKeyMap) X(BuildSet) X(SetAdd)            \
+  X(ListAppend) X(ListExtend) X(ListToTuple) X(MapAdd) X(DictUpdate) X(UnpackSequence)        \
+  X(UnpackEx) X(GetIter) X(ForIter) X(Jump) X(PopJumpIfTrue) X(PopJumpIfFalse)                \
+  X(PopJumpIfNone) X(PopJumpIfNotNone) X(JumpIfTrueOrPop) X(JumpIfFalseOrPop) X(ReturnValue)  \
+  X(BeforeWith) X(FormatValue) X(ConvertValue) X(FormatSimple) X(FormatWithSpec)              \
+  X(BuildString) X(LoadAssertionError) X(RaiseVarargs) X(ImportName) X(ImportFrom)            \
+  X(ReturnGenerator) X(YieldValue)
+
+// Whether Python may take over at this instruction after a break: it
+// consumes its operands from the top of the stack and falls through (or, for
+// the conditional jumps, goes to one of two known places).
+bool CanRunAlone(int opcode);
+
 class Translator {
  public:
   explicit Translator(const ops::Registry& registry);
@@ -75,6 +97,28 @@ class Translator {
   // --- frames and opcodes (translator.cc) ---
   absl::StatusOr<VarPtr> RunFrame(Frame& frame);
   absl::Status Step(Frame& f, const bytecode::Instruction& in, std::optional<VarPtr>& result);
+  // One handler per operation (instructions.cc), dispatched by opcode from a
+  // table built from the target's opcode names: an operation is written once
+  // whatever its encoding in 3.11, 3.12 or 3.13.
+  using OpHandler = absl::Status (Translator::*)(Frame&, const bytecode::Instruction&,
+                                                 std::optional<VarPtr>&);
+  friend struct OpTable;
+#define DYNAMO_DECLARE_OP(name) \
+  absl::Status Op##name(Frame& f, const bytecode::Instruction& in, std::optional<VarPtr>& result);
+  DYNAMO_TRANSLATOR_OPS(DYNAMO_DECLARE_OP)
+#undef DYNAMO_DECLARE_OP
+  // The callable with its NULL (or self) slot, in the target's stack order.
+  void PushCallable(Frame& f, VarPtr callable);
+  // FOR_ITER at its end: the iterator is dropped and execution continues
+  // after the loop's END_FOR (3.12+; the jump target itself before).
+  absl::Status EndLoop(Frame& f, const bytecode::Instruction& in);
+  absl::Status StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value);
+  // -x, +x, ~x by the operator module's name ("neg", "pos", "invert").
+  absl::StatusOr<VarPtr> UnaryOperator(const char* name, const VarPtr& v);
+  absl::StatusOr<python::Object> Converted(const VarPtr& v, int conversion);
+  // MAKE_FUNCTION/SET_FUNCTION_ATTRIBUTE's flags: 1 defaults, 2 kwdefaults,
+  // 4 annotations, 8 closure.
+  absl::Status SetFunctionAttribute(const VarPtr& fn, int flag, const VarPtr& value);
   absl::StatusOr<size_t> IndexOf(const Frame& f, int offset);
   absl::Status Jump(Frame& f, const bytecode::Instruction& in);
   absl::StatusOr<VarPtr> Pop(Frame& f);
@@ -86,7 +130,7 @@ class Translator {
   absl::StatusOr<std::vector<VarPtr>> Unpack(const VarPtr& v, size_t expected);
   absl::StatusOr<VarPtr> GetIter(const VarPtr& v);
   absl::StatusOr<std::vector<VarPtr>> Materialize(const VarPtr& iterable);
-  absl::StatusOr<VarPtr> MakeFunction(Frame& f, int flags);
+  absl::StatusOr<VarPtr> MakeFunction(Frame& f);
   absl::Status BindArguments(Frame& frame, const VarPtr& function, std::vector<VarPtr> args,
                              Kwargs kwargs);
   absl::StatusOr<std::shared_ptr<const bytecode::DecodedCode>> Decoded(const python::Object& code);

@@ -58,7 +58,7 @@ bool PythonClassesUpTo(PyObject* cls, PyTypeObject* base, bool allow_slots) {
                                                             reinterpret_cast<PyObject*>(&PyBaseObject_Type);
     }
     if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
-    if (!allow_slots && t->tp_dict != nullptr && PyDict_GetItemString(t->tp_dict, "__slots__") != nullptr) {
+    if (!allow_slots && python::TypeDictItem(t, "__slots__") != nullptr) {
       return false;
     }
   }
