@@ -81,7 +81,7 @@ absl::StatusOr<AsmProgram> ToProgram(const DecodedCode& d) {
     return it->offset == offset ? static_cast<int>(it - d.instructions.begin()) : -1;
   };
   for (const Instruction& in : d.instructions) {
-    AsmInstruction a{in.opcode, in.arg, -1, in.location};
+    AsmInstruction a{in.opcode, in.arg, -1, in.location, (in.opcode_offset - in.offset) / 2};
     if (in.argument.kind == ArgKind::kJump) {
       a.arg = 0;
       a.target = index_of(in.argument.jump_target);
@@ -210,12 +210,15 @@ class Flow {
 
 absl::StatusOr<int> StackDepth(const AsmProgram& p) {
   const size_t n = p.instructions.size();
-  if (n == 0) return 0;
+  if (n == 0) return generated::kMinStackSize;
   Flow flow(p);
-  // As in the compiler: a generator's frame starts with the value that
-  // RETURN_GENERATOR leaves for the first POP_TOP.
+  // As in the compiler: after RETURN_GENERATOR a generator's frame holds
+  // one value, which the next POP_TOP pops. Up to 3.12 RETURN_GENERATOR's
+  // own stack effect is 0, so the frame is entered with that value counted;
+  // from 3.13 RETURN_GENERATOR pushes it.
   const bool generator = p.flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR);
-  if (absl::Status s = flow.Reach(0, generator ? 1 : 0); !s.ok()) return s;
+  const int start = generator ? 1 - StackEffect(generated::kReturnGenerator, 0, false) : 0;
+  if (absl::Status s = flow.Reach(0, start); !s.ok()) return s;
   for (const AsmExceptionEntry& e : p.exception_table) {
     if (e.start == e.end) continue;
     if (absl::Status s = flow.Reach(static_cast<size_t>(e.target), e.depth + 1 + (e.lasti ? 1 : 0));
@@ -242,6 +245,16 @@ absl::StatusOr<int> StackDepth(const AsmProgram& p) {
         if (!before.Has(kUnconditionalJump) && !before.Has(kScopeExit)) continue;
       }
       std::optional<int> entry = flow.InferEntry(i);
+      // A handler the table never names (3.12's empty `try` body before
+      // `except*`) whose flow leaves by a jump into unreached code: its
+      // PUSH_EXC_INFO swaps the raised exception for the saved one, so the
+      // cleanup entry that protects it from there on keeps exactly the
+      // handler's entry depth.
+      if (!entry && p.instructions[i].opcode == generated::kPushExcInfo) {
+        for (const AsmExceptionEntry& e : p.exception_table) {
+          if (e.start == static_cast<int>(i) && e.end > e.start) entry = e.depth;
+        }
+      }
       if (!entry || *entry < 0) continue;
       Flow attempt = flow;
       if (!attempt.Reach(i, *entry).ok() || !attempt.Propagate().ok()) continue;
@@ -249,7 +262,7 @@ absl::StatusOr<int> StackDepth(const AsmProgram& p) {
       progress = true;
     }
   }
-  return flow.max_depth();
+  return std::max(flow.max_depth(), generated::kMinStackSize);
 }
 
 absl::StatusOr<AssembledCode> Assemble(const AsmProgram& p) {
@@ -261,9 +274,22 @@ absl::StatusOr<AssembledCode> Assemble(const AsmProgram& p) {
     opcodes[i] = in.opcode;
     args[i] = Opcode(in.opcode).IsJump() ? 0 : in.arg;
     sizes[i] = 1 + PrefixesFor(static_cast<unsigned>(args[i])) + Opcode(in.opcode).cache_entries;
+    // A jump may still flip to its counterpart, which can carry fewer inline
+    // caches (3.13: JUMP_BACKWARD one, JUMP_FORWARD none): start from the
+    // smaller size, since relaxation only grows sizes.
+    if (const int other = Opcode(in.opcode).counterpart; other >= 0) {
+      sizes[i] = std::min(sizes[i], 1 + Opcode(other).cache_entries);
+    }
+    // ...but never below the prefixes it was decoded with (see
+    // AsmInstruction::prefixes). After edits that shorten a jump this may
+    // keep an EXTENDED_ARG 0, which CPython runs as it would without it.
+    if (Opcode(in.opcode).IsJump() && in.prefixes > 0) {
+      sizes[i] = std::max(sizes[i], 1 + in.prefixes + Opcode(in.opcode).cache_entries);
+    }
   }
   // Relaxation: jump distances only grow as prefixes are added, so growing
-  // sizes until nothing changes reaches the compiler's (least) fixed point.
+  // sizes until nothing changes reaches the least fixed point above the
+  // starting sizes; from the decoded sizes that is the compiler's layout.
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < n; ++i) offsets[i + 1] = offsets[i] + sizes[i] * 2;
@@ -284,9 +310,13 @@ absl::StatusOr<AssembledCode> Assemble(const AsmProgram& p) {
     if (info.IsJump() && info.Has(kHasJumpRelative) &&
         ((offsets[static_cast<size_t>(p.instructions[i].target)] < offsets[i] + sizes[i] * 2) !=
          info.Has(kBackwardJump))) {
+      // 3.12+ has no backward conditional jumps (nor a forward
+      // JUMP_BACKWARD_NO_INTERRUPT): such a program needs a different shape,
+      // e.g. a forward conditional jump to an unconditional JUMP_BACKWARD.
       return absl::InvalidArgumentError(absl::StrCat(
-          Where(p, i), info.Has(kBackwardJump) ? " can only jump backward"
-                                               : " can only jump forward"));
+          Where(p, i), info.Has(kBackwardJump) ? " can only jump backward" : " can only jump forward",
+          " (its target is instruction ", p.instructions[i].target,
+          ") and this Python has no counterpart for the other direction"));
     }
   }
 

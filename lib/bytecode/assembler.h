@@ -29,6 +29,12 @@ struct AsmInstruction {
   int arg = 0;      // ignored for jumps: computed from `target`
   int target = -1;  // jumps: index of the destination instruction
   Location location;
+  // EXTENDED_ARG prefixes the instruction carried when decoded (ToProgram
+  // fills it; new instructions leave 0). Jump sizes are relaxed from here,
+  // as CPython relaxes from its previous layout: a backward jump whose own
+  // prefix makes its distance need one is stable with or without it, and
+  // the compiler's choice comes back only when relaxation starts from it.
+  int prefixes = 0;
 };
 
 // Instructions [start, end) are protected by the handler at index `target`.

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include "lib/bytecode/assembler.h"
+#include "lib/bytecode/decoder.h"
+#include "lib/bytecode/disassemble.h"
 #include "lib/bytecode/opcodes.h"
 #include "lib/bytecode/tables.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,14 @@ using generated::kLoadConst;
 using generated::kNop;
 using generated::kPopTop;
 using generated::kReturnValue;
+
+// A conditional jump every version has: 3.11 names the direction, 3.12+ has
+// one forward-only opcode.
+#ifdef DYNAMO_HAS_POP_JUMP_IF_TRUE
+constexpr int kPopJumpIfTrue = generated::kPopJumpIfTrue;
+#else
+constexpr int kPopJumpIfTrue = generated::kPopJumpForwardIfTrue;
+#endif
 
 std::string Hex(const std::string& s) {
   std::string out;
@@ -126,7 +136,27 @@ TEST_CASE("assembler: a jump that ends up backward switches opcode", "[bytecode]
   absl::StatusOr<AssembledCode> a = Assemble(p);
   DYNAMO_REQUIRE_OK(a);
   CHECK(static_cast<unsigned char>(a->code[2]) == generated::kJumpBackward);
-  CHECK(static_cast<unsigned char>(a->code[3]) == 2);  // back over itself and the NOP
+  // Back over the NOP, itself and its inline caches (3.13 gives JUMP_BACKWARD one).
+  CHECK(static_cast<unsigned char>(a->code[3]) == 2 + Opcode(generated::kJumpBackward).cache_entries);
+}
+
+TEST_CASE("assembler: a conditional jump backward flips where the version can", "[bytecode][assembler]") {
+  Location loc{1, 1, 0, 1};
+  // 0: NOP  1: LOAD_CONST  2: POP_JUMP_IF_TRUE -> 0  3: LOAD_CONST  4: RETURN_VALUE
+  AsmProgram p;
+  p.instructions = {{kNop, 0, -1, loc}, {kLoadConst, 0, -1, loc}, {kPopJumpIfTrue, 0, 0, loc},
+                    {kLoadConst, 0, -1, loc}, {kReturnValue, 0, -1, loc}};
+  absl::StatusOr<AssembledCode> a = Assemble(p);
+  const int backward = Opcode(kPopJumpIfTrue).counterpart;
+  if (backward >= 0) {  // 3.11: POP_JUMP_BACKWARD_IF_TRUE
+    DYNAMO_REQUIRE_OK(a);
+    CHECK(static_cast<unsigned char>(a->code[a->offsets[2]]) == backward);
+  } else {  // 3.12+: no backward conditional jump exists; never a wrong encoding
+    REQUIRE_FALSE(a.ok());
+    INFO(a.status().message());
+    CHECK(a.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(a.status().message()).find("can only jump forward") != std::string::npos);
+  }
 }
 
 TEST_CASE("assembler: refuses programs CPython could not run", "[bytecode][assembler]") {
@@ -166,11 +196,49 @@ TEST_CASE("assembler: refuses programs CPython could not run", "[bytecode][assem
   AsmProgram conflict;
   conflict.instructions = {
       {generated::kLoadConst, 0, -1, loc},            // depth 1
-      {generated::kPopJumpForwardIfTrue, 0, 3, loc},  // pops: target at depth 0
+      {kPopJumpIfTrue, 0, 3, loc},                    // pops: target at depth 0
       {generated::kLoadConst, 0, -1, loc},            // depth 1 falls into 3
       {generated::kReturnValue, 0, -1, loc},
   };
   fails(conflict, "stack depths");
+}
+
+// The decoder's reading of version-specific arguments, on code compiled by
+// the target itself; the corpus test proves the same against dis at scale.
+TEST_CASE("decoder: arguments carry what dis shows", "[bytecode][decoder]") {
+  python::Object module = testing::ModuleFromSource("decoder_args", R"(
+def f(o, a, b):
+    o.m(g, a + b)
+    return a < b
+)");
+  absl::StatusOr<python::Object> fn = python::GetAttr(module, "f");
+  DYNAMO_REQUIRE_OK(fn);
+  absl::StatusOr<python::Object> code = python::GetAttr(*fn, "__code__");
+  DYNAMO_REQUIRE_OK(code);
+  absl::StatusOr<DecodedCode> d = Decode(*code);
+  DYNAMO_REQUIRE_OK(d);
+  bool saw_global = false, saw_compare = false;
+  for (const Instruction& in : d->instructions) {
+    INFO(in.name << " " << in.arg << " (" << ArgRepr(*d, in) << ")");
+    if (in.opcode == generated::kLoadGlobal) {
+      saw_global = true;
+      CHECK(in.argument.text == "g");
+      // "NULL + g" up to 3.12, "g + NULL" in 3.13: the flag is shown either way.
+      const bool shows_null = ArgRepr(*d, in) != "g";
+      CHECK(shows_null == ((in.argument.flags & 1) != 0));
+    }
+    if (in.opcode == generated::kCompareOp) {
+      saw_compare = true;
+      CHECK(in.argument.text == "<");
+    }
+    if (Opcode(in.opcode).Has(kLocalPair)) {  // 3.13: LOAD_FAST_LOAD_FAST a, b
+      CHECK(in.argument.index == 1);
+      CHECK(in.argument.index2 == 2);
+      CHECK(ArgRepr(*d, in) == "a, b");
+    }
+  }
+  CHECK(saw_global);
+  CHECK(saw_compare);
 }
 
 TEST_CASE("InsertInstructions keeps jumps and protected ranges consistent", "[bytecode][assembler]") {

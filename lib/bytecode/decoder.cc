@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/opcodes.h"
 #include "lib/bytecode/tables.h"
@@ -78,6 +79,15 @@ absl::Status Resolve(const DecodedCode& d, Instruction& in, int next_offset) {
   } else if (info.Has(kHasJumpAbsolute)) {
     a.kind = ArgKind::kJump;
     a.jump_target = in.arg * 2;
+  } else if (info.Has(kLocalPair)) {
+    a.kind = ArgKind::kLocal;
+    a.index = in.arg >> 4;
+    a.index2 = in.arg & 15;
+    if (static_cast<size_t>(std::max(a.index, a.index2)) >= d.localsplus.size()) {
+      return out_of_range("the frame's variables", d.localsplus.size());
+    }
+    a.text = d.localsplus[static_cast<size_t>(a.index)];
+    a.text2 = d.localsplus[static_cast<size_t>(a.index2)];
   } else if (info.Has(kHasLocal) || info.Has(kHasFree)) {
     a.kind = info.Has(kHasLocal) ? ArgKind::kLocal : ArgKind::kFree;
     a.index = in.arg;
@@ -100,6 +110,26 @@ absl::Status Resolve(const DecodedCode& d, Instruction& in, int next_offset) {
 #ifdef DYNAMO_HAS_FORMAT_VALUE
   } else if (in.opcode == generated::kFormatValue) {
     a.kind = ArgKind::kFormatValue;
+#endif
+#ifdef DYNAMO_HAS_CONVERT_VALUE
+  } else if (in.opcode == generated::kConvertValue) {
+    a.kind = ArgKind::kFormatValue;
+    a.index = in.arg;
+    constexpr size_t n = std::size(generated::kConverters);
+    if (static_cast<size_t>(a.index) >= n) return out_of_range("the conversions", n);
+#endif
+#ifdef DYNAMO_HAS_SET_FUNCTION_ATTRIBUTE
+  } else if (in.opcode == generated::kSetFunctionAttribute) {
+    a.kind = ArgKind::kMakeFunction;
+#endif
+#ifdef DYNAMO_HAS_CALL_INTRINSIC_1
+  } else if (in.opcode == generated::kCallIntrinsic1 || in.opcode == generated::kCallIntrinsic2) {
+    a.kind = ArgKind::kIntrinsic;
+    a.index = in.arg;
+    const bool one = in.opcode == generated::kCallIntrinsic1;
+    const size_t n = one ? std::size(generated::kIntrinsic1) : std::size(generated::kIntrinsic2);
+    if (static_cast<size_t>(a.index) >= n) return out_of_range("the intrinsic functions", n);
+    a.text = one ? generated::kIntrinsic1[a.index] : generated::kIntrinsic2[a.index];
 #endif
   } else if (in.opcode == generated::kMakeFunction) {
     a.kind = ArgKind::kMakeFunction;
@@ -150,11 +180,17 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
   d.exception_table = *std::move(exceptions);
 
   // dis's rule for line starts: the first unit whose line differs from the
-  // last line seen (units without a line are skipped, not reset).
-  std::vector<int> line_start(static_cast<size_t>(d.code_units), -1);
+  // last line seen (up to 3.12 units without a line are skipped, not reset;
+  // 3.13 counts "no line" as a line of its own, see kLineStartOnNoLine).
+  // kNoLineStart marks a unit where 3.13 starts a run without a line.
+  constexpr int kNotStart = -1, kNoLineStart = -2;
+  std::vector<int> line_start(static_cast<size_t>(d.code_units), kNotStart);
   for (int u = 0, last = -1; u < d.code_units; ++u) {
     int line = (*locations)[static_cast<size_t>(u)].line;
-    if (line != -1 && line != last) {
+    if (generated::kLineStartOnNoLine) {
+      if (u == 0 || line != last) line_start[static_cast<size_t>(u)] = line == -1 ? kNoLineStart : line;
+      last = line;
+    } else if (line != -1 && line != last) {
       line_start[static_cast<size_t>(u)] = line;
       last = line;
     }
@@ -167,11 +203,11 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
     Instruction in;
     in.offset = unit * 2;
     int extended = 0;
-    int starts_line = -1;
+    int starts_line = kNotStart;
     int op = Deopt(bytes[unit * 2]);
     // Fold EXTENDED_ARG prefixes into the instruction they extend.
     while (op == generated::kExtendedArg) {
-      if (starts_line == -1) starts_line = line_start[static_cast<size_t>(unit)];
+      if (starts_line == kNotStart) starts_line = line_start[static_cast<size_t>(unit)];
       extended = (extended | bytes[unit * 2 + 1]) << 8;
       ++unit;
       if (unit >= d.code_units) {
@@ -179,11 +215,17 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
       }
       op = Deopt(bytes[unit * 2]);
     }
-    if (starts_line == -1) starts_line = line_start[static_cast<size_t>(unit)];
+    if (starts_line == kNotStart) starts_line = line_start[static_cast<size_t>(unit)];
     const OpcodeInfo& info = Opcode(op);
     if (info.name == nullptr) {
       return absl::DataLossError(
           absl::StrCat("unknown opcode ", op, " at offset ", unit * 2, " of ", d.qualname));
+    }
+    // What is left of sys.monitoring's opcodes after Deopt keeps the real
+    // instruction outside co_code; only the instrumented bytes would show it.
+    if (absl::StartsWith(info.name, "INSTRUMENTED_")) {
+      return absl::DataLossError(absl::StrCat(info.name, " at offset ", unit * 2, " of ", d.qualname,
+                                              ": instrumented code cannot be decoded"));
     }
     in.opcode = op;
     in.opcode_offset = unit * 2;
@@ -191,7 +233,8 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
     in.has_arg = info.Has(kHasArg);
     in.arg = in.has_arg ? (extended | bytes[unit * 2 + 1]) : 0;
     in.location = (*locations)[static_cast<size_t>(unit)];
-    in.starts_line = starts_line;
+    in.starts_line = starts_line == kNoLineStart ? -1 : starts_line;
+    in.starts_no_line = starts_line == kNoLineStart;
     unit += 1 + info.cache_entries;
     if (unit > d.code_units) {
       return absl::DataLossError(absl::StrCat(in.name, " at offset ", in.opcode_offset,
@@ -210,6 +253,10 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
   for (const Instruction& in : d.instructions) {
     if (in.argument.kind != ArgKind::kJump) continue;
     if (Instruction* target = find(in.argument.jump_target)) target->is_jump_target = true;
+  }
+  int labels = 0;
+  for (Instruction& in : d.instructions) {
+    if (in.is_jump_target) in.label = ++labels;
   }
   for (const ExceptionTableEntry& e : d.exception_table) {
     if (Instruction* target = find(e.target)) target->is_handler = true;

@@ -1,11 +1,15 @@
-// Human-readable listings of decoded code, in the layout of Python's `dis`
-// (line, jump-target marker, offset, opcode, oparg, resolved argument), with
-// EXTENDED_ARG folded into the instruction it extends and headers that carry
-// no memory addresses, so listings can be diffed.
+// Human-readable listings of decoded code, in the layout of the target
+// version's `dis` (3.11, 3.12: line, jump-target marker, offset, opcode,
+// oparg, resolved argument; 3.13: line, label, opcode, oparg, argument with
+// jumps and the exception table naming labels), with EXTENDED_ARG folded
+// into the instruction it extends and headers that carry no memory
+// addresses, so listings can be diffed. test/bytecode/corpus_test.cc
+// compares them with dis.disassemble line for line.
 //
 //   std::string text = Disassemble(*Decode(code));
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "lib/bytecode/decoder.h"
@@ -22,6 +26,11 @@ struct DisassembleOptions {
 // (dis includes an address) and KW_NAMES shows its names (3.11's dis leaves
 // them unresolved).
 [[nodiscard]] std::string ArgRepr(const DecodedCode& code, const Instruction& in);
+// The same, with 3.13's jump labels numbered by `label_of(offset)` (dis's
+// text numbers exception-table offsets too, get_instructions only jump
+// targets, which the overload above uses).
+[[nodiscard]] std::string ArgRepr(const DecodedCode& code, const Instruction& in,
+                                  const std::function<int(int)>& label_of);
 
 [[nodiscard]] std::string Disassemble(const DecodedCode& code,
                                       const DisassembleOptions& options = {});

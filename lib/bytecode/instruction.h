@@ -26,18 +26,21 @@ enum class ArgKind {
   kRaw,           // a count or flag set used as-is (CALL 2, BUILD_TUPLE 3, ...)
   kConst,         // index into co_consts
   kName,          // index into co_names (after name_shift)
-  kLocal,         // index into the fast locals (co_varnames part of localsplus)
+  kLocal,         // index into the fast locals (co_varnames part of localsplus);
+                  // 3.13's LOAD_FAST_LOAD_FAST & co. name two (index, index2)
   kFree,          // index into localsplus naming a cell or free variable
   kJump,          // jump_target holds the destination byte offset
   kCompare,       // index into the comparison operators
   kBinaryOp,      // BINARY_OP's NB_ operator index
-  kFormatValue,   // FORMAT_VALUE's conversion and has-spec bits
-  kMakeFunction,  // MAKE_FUNCTION's flag bits
+  kFormatValue,   // FORMAT_VALUE's conversion and has-spec bits; 3.13's CONVERT_VALUE
+  kMakeFunction,  // MAKE_FUNCTION's (3.13: SET_FUNCTION_ATTRIBUTE's) flag bits
+  kIntrinsic,     // CALL_INTRINSIC_1/2's function index (3.12+)
 };
 
 struct Argument {
   ArgKind kind = ArgKind::kNone;
   int index = -1;        // table index for kConst/kName/kLocal/kFree/kCompare/kBinaryOp
+  int index2 = -1;       // kLocal of a kLocalPair opcode: the second local (low 4 bits)
   int jump_target = -1;  // byte offset, for kJump
   // kName: the flag bits below name_shift (LOAD_GLOBAL: push NULL;
   // LOAD_ATTR 3.12+: method load).
@@ -45,6 +48,7 @@ struct Argument {
   // Resolved text: name, variable, comparison or operator symbol. Views into
   // the owning DecodedCode or static tables.
   absl::string_view text;
+  absl::string_view text2;  // the second local's name, with index2
 };
 
 struct Instruction {
@@ -58,8 +62,14 @@ struct Instruction {
   Argument argument;
   Location location;      // of the opcode's code unit
   int starts_line = -1;   // line number if a new source line starts here (dis's rule)
+  // 3.13's dis also starts a "line" where a run without line number begins
+  // (printed "--"); starts_line stays -1 there.
+  bool starts_no_line = false;
   bool is_jump_target = false;  // a jump lands here (dis.get_instructions's meaning)
   bool is_handler = false;      // an exception-table entry's handler starts here
+  // Jump targets numbered 1, 2, ... in code order: the "L2" in 3.13's
+  // dis.get_instructions argrepr ("to L2"); -1 where no jump lands.
+  int label = -1;
 
   [[nodiscard]] int end_offset() const { return offset + size; }
 };

@@ -23,6 +23,7 @@ enum OpcodeFlag : unsigned {
   kBackwardJump = 1u << 8,
   kUnconditionalJump = 1u << 9,
   kScopeExit = 1u << 10,
+  kLocalPair = 1u << 11,  // 3.13: two 4-bit local indices in one oparg
 };
 
 struct OpcodeInfo {
@@ -31,6 +32,11 @@ struct OpcodeInfo {
   int cache_entries;  // inline CACHE code units after the instruction
   int name_shift;     // low oparg bits that are flags for name-index opcodes
   int counterpart;    // the same jump in the other direction, or -1
+  // How dis writes the name when the oparg's low flag bit pushes NULL
+  // (LOAD_GLOBAL "NULL + g" before 3.13, "g + NULL" from 3.13); nullptr
+  // where no flag bit is shown.
+  const char* flag_prefix;
+  const char* flag_suffix;
 
   [[nodiscard]] constexpr bool Has(unsigned flag) const { return (flags & flag) != 0; }
   [[nodiscard]] constexpr bool IsJump() const {

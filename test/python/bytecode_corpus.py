@@ -15,7 +15,9 @@ files per root (for sanitizer runs).
 import dis
 import importlib.machinery
 import importlib.util
+import io
 import os
+import re
 import sys
 import sysconfig
 
@@ -103,16 +105,35 @@ def dis_records(code):
             if prefix_offset is None:
                 prefix_offset, prefix_target = ins.offset, ins.is_jump_target
             if prefix_line is None:
-                prefix_line = ins.starts_line
+                prefix_line = _starts_line(ins)
             continue
         offset = ins.offset if prefix_offset is None else prefix_offset
-        starts = ins.starts_line if prefix_line is None else prefix_line
+        starts = _starts_line(ins) if prefix_line is None else prefix_line
         target = ins.is_jump_target if prefix_target is None else prefix_target
         p = ins.positions
         out.append((offset, ins.offset, ins.opname, ins.arg, ins.argval, ins.argrepr,
                     starts, target, p.lineno, p.end_lineno, p.col_offset, p.end_col_offset))
         prefix_offset = prefix_line = prefix_target = None
     return out
+
+
+def _starts_line(ins):
+    """The line number if a source line starts at `ins`, else None. Up to
+    3.12 dis's starts_line is that number; 3.13 makes it a bool beside
+    line_number (which is None where a run without a line starts)."""
+    if isinstance(ins.starts_line, bool):
+        return ins.line_number if ins.starts_line else None
+    return ins.starts_line
+
+
+def dis_text(code):
+    """dis.disassemble's listing of one code object (not its children), with
+    code-object constants written without their address, as libdynamo's
+    listing writes them."""
+    buf = io.StringIO()
+    dis.disassemble(code, file=buf)
+    return re.sub(r'<code object (.+?) at 0x[0-9a-f]+, file "[^"]*", line (\d+)>',
+                  r"<code object \1, line \2>", buf.getvalue())
 
 
 def exception_entries(code):
