@@ -481,7 +481,8 @@ PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_fla
     PyObject* closure = frame::Function(frame)->func_closure;
     if (closure != nullptr && PyFunction_SetClosure(fn.get(), closure) != 0) return nullptr;
   }
-  // The frame CPython made for the original code is cleared by our caller.
+  // The frame CPython made for the original code is released after this
+  // returns: by EvalFrame on 3.12+, by CPython's caller on 3.11.
   return PyObject_Vectorcall(fn.get(), call.values.data(), call.positional, call.kwnames.get());
 }
 
