@@ -22,3 +22,31 @@
 #else
 #include "lib/embed/frame_311.h"
 #endif
+
+namespace dynamo::embed::frame {
+
+// The per-code-object slot the evaluator keeps its cache in: 3.12 renamed
+// the private functions to PyUnstable_* (the old names are deprecated).
+inline Py_ssize_t RequestCodeExtraIndex(freefunc free) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyUnstable_Eval_RequestCodeExtraIndex(free);
+#else
+  return _PyEval_RequestCodeExtraIndex(free);
+#endif
+}
+inline int GetCodeExtra(PyObject* code, Py_ssize_t index, void** extra) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyUnstable_Code_GetExtra(code, index, extra);
+#else
+  return _PyCode_GetExtra(code, index, extra);
+#endif
+}
+inline int SetCodeExtra(PyObject* code, Py_ssize_t index, void* extra) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyUnstable_Code_SetExtra(code, index, extra);
+#else
+  return _PyCode_SetExtra(code, index, extra);
+#endif
+}
+
+}  // namespace dynamo::embed::frame

@@ -13,12 +13,4 @@ inline PyObject* Globals(_PyInterpreterFrame* f) { return f->f_globals; }
 inline bool Replaceable(_PyInterpreterFrame* f) { return f->owner != FRAME_OWNED_BY_GENERATOR; }
 inline void Release(PyThreadState*, _PyInterpreterFrame*) {}
 
-inline Py_ssize_t RequestCodeExtraIndex(freefunc free) { return _PyEval_RequestCodeExtraIndex(free); }
-inline int GetCodeExtra(PyObject* code, Py_ssize_t index, void** extra) {
-  return _PyCode_GetExtra(code, index, extra);
-}
-inline int SetCodeExtra(PyObject* code, Py_ssize_t index, void* extra) {
-  return _PyCode_SetExtra(code, index, extra);
-}
-
 }  // namespace dynamo::embed::frame

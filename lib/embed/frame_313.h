@@ -18,12 +18,4 @@ inline bool Replaceable(_PyInterpreterFrame* f) {
 }
 inline void Release(PyThreadState* ts, _PyInterpreterFrame* f) { _PyEval_FrameClearAndPop(ts, f); }
 
-inline Py_ssize_t RequestCodeExtraIndex(freefunc free) { return PyUnstable_Eval_RequestCodeExtraIndex(free); }
-inline int GetCodeExtra(PyObject* code, Py_ssize_t index, void** extra) {
-  return PyUnstable_Code_GetExtra(code, index, extra);
-}
-inline int SetCodeExtra(PyObject* code, Py_ssize_t index, void* extra) {
-  return PyUnstable_Code_SetExtra(code, index, extra);
-}
-
 }  // namespace dynamo::embed::frame
