@@ -77,12 +77,14 @@ struct LocalUse {
 };
 std::vector<LocalUse> LocalUses(const bytecode::Instruction& in) {
   const absl::string_view name = in.name;
-  const size_t arg = static_cast<size_t>(in.arg), hi = arg >> 4, lo = arg & 15;
+  // 3.13's pairs: the decoder's first (index) and second (index2) local.
+  const size_t arg = static_cast<size_t>(in.arg), hi = static_cast<size_t>(in.argument.index),
+               lo = static_cast<size_t>(in.argument.index2);
   // LOAD_FAST_AND_CLEAR (3.12's inlined comprehensions) reads the variable
   // it saves: the value comes back after the comprehension.
   if (name == "LOAD_FAST" || name == "LOAD_FAST_CHECK" || name == "LOAD_FAST_AND_CLEAR") return {{arg, false}};
   if (name == "STORE_FAST" || name == "DELETE_FAST") return {{arg, true}};
-  if (name == "LOAD_FAST_LOAD_FAST") return {{hi, false}, {lo, false}};  // 3.13: two slots in one oparg
+  if (name == "LOAD_FAST_LOAD_FAST") return {{hi, false}, {lo, false}};
   if (name == "STORE_FAST_STORE_FAST") return {{hi, true}, {lo, true}};
   if (name == "STORE_FAST_LOAD_FAST") return {{hi, true}, {lo, false}};
   return {};

@@ -7,7 +7,9 @@
 // its table. An opcode without a handler is a graph break naming it.
 #include <Python.h>
 
+#include <algorithm>
 #include <array>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/opcodes.h"
@@ -256,12 +258,13 @@ absl::Status Translator::OpLoadFastAndClear(Frame& f, const Instruction& in, std
   f.locals[static_cast<size_t>(in.arg)] = nullptr;
   return absl::OkStatus();
 }
-// 3.13's superinstructions: two 4-bit local indices in one oparg.
+// 3.13's superinstructions on two locals (the decoder's index, index2).
 absl::Status Translator::OpLoadFastLoadFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
-  for (int slot : {in.arg >> 4, in.arg & 15}) {
+  for (auto [slot, name] : {std::pair{in.argument.index, in.argument.text},
+                            std::pair{in.argument.index2, in.argument.text2}}) {
     ASSIGN_OR_RETURN(v, ReadLocal(f.locals, static_cast<size_t>(slot)));
     if (!v || v->kind == VarKind::kNull) {
-      return Break(ir::GraphBreak::OTHER, "a local variable is read before it is set",
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("local variable '", name, "' is read before it is set"),
                    "the function would raise UnboundLocalError");
     }
     f.stack.push_back(std::move(v));
@@ -276,23 +279,26 @@ absl::Status Translator::OpStoreFast(Frame& f, const Instruction& in, std::optio
   return absl::OkStatus();
 }
 absl::Status Translator::OpStoreFastStoreFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
-  for (int slot : {in.arg >> 4, in.arg & 15}) {
+  for (int slot : {in.argument.index, in.argument.index2}) {
     POP_OR_RETURN(v);
-    if (static_cast<size_t>(slot) >= f.locals.size()) return absl::InternalError("local slot out of range");
+    if (slot < 0 || static_cast<size_t>(slot) >= f.locals.size()) return absl::InternalError("local slot out of range");
     f.locals[static_cast<size_t>(slot)] = v->kind == VarKind::kNull ? nullptr : std::move(v);
   }
   return absl::OkStatus();
 }
 absl::Status Translator::OpStoreFastLoadFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(v);
-  const size_t store = static_cast<size_t>(in.arg >> 4), load = static_cast<size_t>(in.arg & 15);
-  if (store >= f.locals.size() || load >= f.locals.size()) return absl::InternalError("local slot out of range");
-  f.locals[store] = v->kind == VarKind::kNull ? nullptr : std::move(v);
-  if (!f.locals[load]) {
-    return Break(ir::GraphBreak::OTHER, "a local variable is read before it is set",
+  const int store = in.argument.index, load = in.argument.index2;
+  if (store < 0 || load < 0 || static_cast<size_t>(std::max(store, load)) >= f.locals.size()) {
+    return absl::InternalError("local slot out of range");
+  }
+  f.locals[static_cast<size_t>(store)] = v->kind == VarKind::kNull ? nullptr : std::move(v);
+  if (!f.locals[static_cast<size_t>(load)]) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("local variable '", in.argument.text2, "' is read before it is set"),
                  "the function would raise UnboundLocalError");
   }
-  f.stack.push_back(f.locals[load]);
+  f.stack.push_back(f.locals[static_cast<size_t>(load)]);
   return absl::OkStatus();
 }
 absl::Status Translator::OpDeleteFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
