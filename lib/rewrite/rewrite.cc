@@ -227,6 +227,15 @@ class Emitter {
 #endif
     Emit(op::kCall, argc);
   }
+  // A cell itself (for a closure tuple): LOAD_CLOSURE up to 3.12, which
+  // 3.13 folded into LOAD_FAST.
+  void LoadCell(int slot) {
+#ifdef DYNAMO_HAS_LOAD_CLOSURE
+    EmitSlot(op::kLoadClosure, slot);
+#else
+    EmitSlot(op::kLoadFast, slot);
+#endif
+  }
   // A call whose last len(names) arguments are by keyword.
   void CallKw(int argc, const Object& names) {
 #ifdef DYNAMO_HAS_CALL_KW
@@ -660,13 +669,22 @@ class Emitter {
           if ((*stop_locals_)[i] == cell) slot = static_cast<int>(i);
         }
         if (slot < 0) return Unrebuildable("a closure over another function's cells");
-        EmitSlot(op::kLoadClosure, slot);
+        LoadCell(slot);
       }
       Emit(op::kBuildTuple, static_cast<int>(v->closure.size()));
       flags |= 0x08;
     }
     LoadConst(v->object);
+#ifdef DYNAMO_HAS_SET_FUNCTION_ATTRIBUTE
+    // 3.13: a bare function, then each attribute from the top of the stack
+    // down (closure, annotations, keyword defaults, defaults).
+    Emit(op::kMakeFunction);
+    for (int flag : {0x08, 0x04, 0x02, 0x01}) {
+      if (flags & flag) Emit(op::kSetFunctionAttribute, flag);
+    }
+#else
     Emit(op::kMakeFunction, flags);
+#endif
     return Remember(v);
   }
 
@@ -1073,7 +1091,7 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     e.LoadGlobalCallable(rf.global_name);
     int argc = 0;
     if (rf.takes_closure) {
-      for (int slot : cells) e.EmitSlot(op::kLoadClosure, slot);
+      for (int slot : cells) e.LoadCell(slot);
       e.Emit(op::kBuildTuple, static_cast<int>(cells.size()));
       ++argc;
     }
