@@ -185,19 +185,28 @@ std::string IdentityName(PyObject* o) {
 // CPython never hands a version tag out twice, so a type that died and a new
 // one at its address differ in their tags, and a plan never keeps a class
 // (and, through its methods' code objects, the cache holding the plan) alive.
+// A tag is valid while nonzero: modifying a type resets it to 0 (3.11 and
+// 3.12 also clear Py_TPFLAGS_VALID_VERSION_TAG, a flag 3.13 no longer sets).
+bool HasValidTag(PyTypeObject* t) {
+#if PY_VERSION_HEX < 0x030D0000
+  if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return false;
+#endif
+  return t->tp_version_tag != 0;
+}
+
 struct PinnedType {
   PyTypeObject* type = nullptr;
   unsigned int tag = 0;
 
   bool Pin(PyTypeObject* t) {
-    if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return false;
+    if (!HasValidTag(t)) return false;
     type = t;
     tag = t->tp_version_tag;
     return true;
   }
   bool Holds(PyObject* v) const {
     PyTypeObject* t = Py_TYPE(v);
-    return t == type && t->tp_version_tag == tag && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG);
+    return t == type && t->tp_version_tag == tag && HasValidTag(t);
   }
 };
 
