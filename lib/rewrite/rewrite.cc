@@ -1033,6 +1033,13 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     for (size_t i = deep; i < st.stack.size(); ++i) {
       if (absl::Status status = e.Load(st.stack[i]); !status.ok()) return status;
     }
+#ifdef DYNAMO_HAS_TO_BOOL
+    // 3.13's conditional jumps and `not` take a bool: a tensor comparison
+    // the translator kept in the graph (see OpCompareOp) is made one here.
+    if (stop_in.name == "POP_JUMP_IF_TRUE" || stop_in.name == "POP_JUMP_IF_FALSE" || stop_in.name == "UNARY_NOT") {
+      e.Emit(op::kToBool);
+    }
+#endif
     jump_index = e.instructions().size();
     if (stop_in.opcode == op::kCall) {
       // 3.11 and 3.12's KW_NAMES (3.13's CALL_KW has its names on the stack).

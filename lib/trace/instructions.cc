@@ -559,7 +559,11 @@ absl::Status Translator::OpCompareOp(Frame& f, const Instruction& in, std::optio
   POP_OR_RETURN(b);
   POP_OR_RETURN(a);
   ASSIGN_OR_RETURN(r, Compare(std::string(in.argument.text), a, b));
-  if (in.arg & kCompareToBool) {
+  // 3.13 fuses the truth test of a condition into the comparison. A tensor
+  // comparison stays a tensor here, in the graph: the jump (or `not`) that
+  // takes it needs its truth and breaks there, as on 3.11 and 3.12, and the
+  // rewrite runs TO_BOOL before it (3.13's jumps take only bools).
+  if ((in.arg & kCompareToBool) && r->kind != VarKind::kTensor) {
     ASSIGN_OR_RETURN(t, Truthy(r));
     r = Var::Constant(python::FromBool(t));
   }
