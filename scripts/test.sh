@@ -21,11 +21,6 @@ ctest --test-dir build --output-on-failure --parallel 2 "$@"
 # assembler, the standard library's and torch's code objects), the
 # translator, the rewrite and resume functions, the frame evaluator, guards.
 version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|capture_test|memory_test|api_parity'
-# 3.13 runs the bytecode proofs (the decoder, assembler and listing against
-# its dis over the standard library and torch); its translator runs, but
-# three of these tests still differ there (README, "Python 3.12 and 3.13"):
-# DYNAMO_FULL_313=1 runs them all.
-declare -A tests_for=([3.12]="$version_tests" [3.13]="${DYNAMO_FULL_313:+$version_tests}")
 for version in ${DYNAMO_EXTRA_PYTHONS-3.12 3.13}; do
   base=$(ls -d "$HOME/.pyenv/versions/$version".*/bin/python"$version" 2>/dev/null | tail -n 1 || true)
   if [ -z "$base" ]; then
@@ -36,5 +31,5 @@ for version in ${DYNAMO_EXTRA_PYTHONS-3.12 3.13}; do
   cmake -S . -B "build-py$version" -G Ninja -DDYNAMO_WERROR=ON -DDYNAMO_PYTHON="$extra_venv/bin/python" \
         -DDYNAMO_BUILD_BENCHMARKS=OFF
   cmake --build "build-py$version"
-  ctest --test-dir "build-py$version" --output-on-failure --parallel 2 -R "${tests_for[$version]:-bytecode}"
+  ctest --test-dir "build-py$version" --output-on-failure --parallel 2 -R "$version_tests"
 done
