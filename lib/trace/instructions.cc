@@ -7,9 +7,7 @@
 // its table. An opcode without a handler is a graph break naming it.
 #include <Python.h>
 
-#include <algorithm>
 #include <array>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/opcodes.h"
@@ -232,74 +230,57 @@ absl::Status Translator::OpReturnConst(Frame& f, const Instruction& in, std::opt
   return absl::OkStatus();
 }
 
-namespace {
-// A local slot's value, or the break an unbound local is.
-absl::StatusOr<VarPtr> ReadLocal(const std::vector<VarPtr>& locals, size_t slot) {
-  if (slot >= locals.size()) return absl::InternalError("local slot out of range");
-  return locals[slot];
-}
-}  // namespace
-
-absl::Status Translator::OpLoadFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
-  ASSIGN_OR_RETURN(v, ReadLocal(f.locals, static_cast<size_t>(in.arg)));
-  if (!v || v->kind == VarKind::kNull) {
-    return Break(ir::GraphBreak::OTHER,
-                 absl::StrCat("local variable '", in.argument.text, "' is read before it is set"),
+// The one place locals are read and written, for every LOAD_FAST/STORE_FAST
+// form of every version.
+absl::Status Translator::PushLocal(Frame& f, int slot, absl::string_view name) {
+  if (slot < 0 || static_cast<size_t>(slot) >= f.locals.size()) return absl::InternalError("local slot out of range");
+  const VarPtr& v = f.locals[static_cast<size_t>(slot)];
+  if (!v) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("local variable '", name, "' is read before it is set"),
                  "the function would raise UnboundLocalError");
   }
-  f.stack.push_back(std::move(v));
+  f.stack.push_back(v);
   return absl::OkStatus();
+}
+absl::Status Translator::StoreLocal(Frame& f, int slot, VarPtr v) {
+  if (slot < 0 || static_cast<size_t>(slot) >= f.locals.size()) return absl::InternalError("local slot out of range");
+  // A NULL saved by LOAD_FAST_AND_CLEAR restores an unbound variable.
+  f.locals[static_cast<size_t>(slot)] = v->kind == VarKind::kNull ? nullptr : std::move(v);
+  return absl::OkStatus();
+}
+
+absl::Status Translator::OpLoadFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
+  return PushLocal(f, in.arg, in.argument.text);
 }
 // 3.12's inlined comprehensions save the variable they shadow (NULL when
 // unbound) and restore it with STORE_FAST afterwards.
 absl::Status Translator::OpLoadFastAndClear(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
-  ASSIGN_OR_RETURN(v, ReadLocal(f.locals, static_cast<size_t>(in.arg)));
-  f.stack.push_back(v ? v : Var::Null());
-  f.locals[static_cast<size_t>(in.arg)] = nullptr;
+  if (static_cast<size_t>(in.arg) >= f.locals.size()) return absl::InternalError("local slot out of range");
+  VarPtr& slot = f.locals[static_cast<size_t>(in.arg)];
+  f.stack.push_back(slot ? std::move(slot) : Var::Null());
+  slot = nullptr;
   return absl::OkStatus();
 }
 // 3.13's superinstructions on two locals (the decoder's index, index2).
 absl::Status Translator::OpLoadFastLoadFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
-  for (auto [slot, name] : {std::pair{in.argument.index, in.argument.text},
-                            std::pair{in.argument.index2, in.argument.text2}}) {
-    ASSIGN_OR_RETURN(v, ReadLocal(f.locals, static_cast<size_t>(slot)));
-    if (!v || v->kind == VarKind::kNull) {
-      return Break(ir::GraphBreak::OTHER, absl::StrCat("local variable '", name, "' is read before it is set"),
-                   "the function would raise UnboundLocalError");
-    }
-    f.stack.push_back(std::move(v));
-  }
-  return absl::OkStatus();
+  if (absl::Status s = PushLocal(f, in.argument.index, in.argument.text); !s.ok()) return s;
+  return PushLocal(f, in.argument.index2, in.argument.text2);
 }
 absl::Status Translator::OpStoreFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(v);
-  if (static_cast<size_t>(in.arg) >= f.locals.size()) return absl::InternalError("local slot out of range");
-  // A NULL saved by LOAD_FAST_AND_CLEAR restores an unbound variable.
-  f.locals[static_cast<size_t>(in.arg)] = v->kind == VarKind::kNull ? nullptr : std::move(v);
-  return absl::OkStatus();
+  return StoreLocal(f, in.arg, std::move(v));
 }
 absl::Status Translator::OpStoreFastStoreFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   for (int slot : {in.argument.index, in.argument.index2}) {
     POP_OR_RETURN(v);
-    if (slot < 0 || static_cast<size_t>(slot) >= f.locals.size()) return absl::InternalError("local slot out of range");
-    f.locals[static_cast<size_t>(slot)] = v->kind == VarKind::kNull ? nullptr : std::move(v);
+    if (absl::Status s = StoreLocal(f, slot, std::move(v)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 absl::Status Translator::OpStoreFastLoadFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(v);
-  const int store = in.argument.index, load = in.argument.index2;
-  if (store < 0 || load < 0 || static_cast<size_t>(std::max(store, load)) >= f.locals.size()) {
-    return absl::InternalError("local slot out of range");
-  }
-  f.locals[static_cast<size_t>(store)] = v->kind == VarKind::kNull ? nullptr : std::move(v);
-  if (!f.locals[static_cast<size_t>(load)]) {
-    return Break(ir::GraphBreak::OTHER,
-                 absl::StrCat("local variable '", in.argument.text2, "' is read before it is set"),
-                 "the function would raise UnboundLocalError");
-  }
-  f.stack.push_back(f.locals[static_cast<size_t>(load)]);
-  return absl::OkStatus();
+  if (absl::Status s = StoreLocal(f, in.argument.index, std::move(v)); !s.ok()) return s;
+  return PushLocal(f, in.argument.index2, in.argument.text2);
 }
 absl::Status Translator::OpDeleteFast(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   f.locals[static_cast<size_t>(in.arg)] = nullptr;

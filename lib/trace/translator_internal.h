@@ -107,6 +107,9 @@ class Translator {
   absl::Status Op##name(Frame& f, const bytecode::Instruction& in, std::optional<VarPtr>& result);
   DYNAMO_TRANSLATOR_OPS(DYNAMO_DECLARE_OP)
 #undef DYNAMO_DECLARE_OP
+  // Pushes local `slot` (a break when it is unbound); stores into it.
+  absl::Status PushLocal(Frame& f, int slot, absl::string_view name);
+  absl::Status StoreLocal(Frame& f, int slot, VarPtr v);
   // The callable with its NULL (or self) slot, in the target's stack order.
   void PushCallable(Frame& f, VarPtr callable);
   // FOR_ITER at its end: the iterator is dropped and execution continues
