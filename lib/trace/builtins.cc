@@ -23,6 +23,14 @@
 #include "lib/trace/translator_internal.h"
 
 namespace dynamo::trace {
+
+int BinaryOpIndex(absl::string_view nb_name) {
+  for (size_t i = 0; i < std::size(bytecode::generated::kBinaryOps); ++i) {
+    if (absl::string_view(bytecode::generated::kBinaryOps[i].name) == nb_name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 namespace {
 
 using python::Object;
@@ -58,12 +66,6 @@ bool MutatesArgument(const std::string& name) {
           name != "invert" && name != "itemgetter");
 }
 
-int BinaryOpIndex(absl::string_view nb_name) {
-  for (size_t i = 0; i < std::size(bytecode::generated::kBinaryOps); ++i) {
-    if (absl::string_view(bytecode::generated::kBinaryOps[i].name) == nb_name) return static_cast<int>(i);
-  }
-  return -1;
-}
 
 }  // namespace
 

@@ -1328,10 +1328,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
       for (const auto& [k, v] : kwargs) {
         if (k == "start") total = v;
       }
-      int add = 0;
-      for (size_t i = 0; i < std::size(bytecode::generated::kBinaryOps); ++i) {
-        if (absl::string_view(bytecode::generated::kBinaryOps[i].name) == "NB_ADD") add = static_cast<int>(i);
-      }
+      const int add = BinaryOpIndex("NB_ADD");
       for (const VarPtr& item : *first) {
         absl::StatusOr<VarPtr> next = BinaryOp(add, total, item);
         if (!next.ok()) return next.status();

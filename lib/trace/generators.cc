@@ -80,12 +80,7 @@ VarPtr NewGenerator(GeneratorState::Kind kind) {
 
 // BINARY_OP's index of +, which count and accumulate add with.
 int NbAdd() {
-  static const int index = [] {
-    for (size_t i = 0; i < std::size(bytecode::generated::kBinaryOps); ++i) {
-      if (absl::string_view(bytecode::generated::kBinaryOps[i].name) == "NB_ADD") return static_cast<int>(i);
-    }
-    return -1;
-  }();
+  static const int index = BinaryOpIndex("NB_ADD");
   return index;
 }
 

@@ -65,6 +65,9 @@ PyObject* StdlibObject(const char* module, const char* name);
 // the conditional jumps, goes to one of two known places).
 bool CanRunAlone(int opcode);
 
+// BINARY_OP's oparg for an NB_ operator name ("NB_ADD"), or -1 (builtins.cc).
+int BinaryOpIndex(absl::string_view nb_name);
+
 class Translator {
  public:
   explicit Translator(const ops::Registry& registry);
