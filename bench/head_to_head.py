@@ -4,14 +4,17 @@ call), graphs, breaks and guards per capture, and warm per-call overhead over
 eager (for resnet18, the machinery alone: its graph returns a stored output).
 One table with ratios; no assertions (benchmarks are not tests).
 
-    scripts/python bench/head_to_head.py [--quick] [model ...]
-    scripts/python bench/head_to_head.py --inductor [model ...]
+    scripts/python bench/head_to_head.py [--quick] [--device=cuda] [model ...]
+    scripts/python bench/head_to_head.py --inductor [--device=cuda] [model ...]
 
 --inductor races the compilers end to end instead: dynamo.optimize("inductor")
 (our graph handed to torch's Inductor) vs torch.compile(backend="inductor"),
 each in its own process with its own empty Inductor cache (a warm cache
 would make the second side's compile free): compile time (first call minus
 one eager call), then steady-state latency and the speed-up over eager.
+
+--device=cuda puts every model and input on the GPU (times are taken after
+torch.cuda.synchronize()); the default is the CPU.
 
 Models: resnet18, mobilenet_v2, vit_b_16 (torchvision), bert (BERT-base from a
 transformers config), gpt2 (GPT-2 small from a config), a timm model
@@ -28,6 +31,16 @@ import dynamo
 import torch._dynamo
 
 QUICK = "--quick" in sys.argv
+DEVICE = torch.device(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--device=")), "cpu"))
+
+
+def sync():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def on_device(model, inputs):
+    return model.to(DEVICE), tuple(i.to(DEVICE) for i in inputs)
 warnings.simplefilter("ignore")
 torch.set_num_threads(2)
 
@@ -65,16 +78,19 @@ def models(names):
 
     make.update(bert=bert, gpt2=gpt2, resnet50d=timm_model)
     for name in names or make:
-        yield name, make[name]
+        yield name, (lambda name=name: on_device(*make[name]()))
 
 
 def first_call(opt_fn, model, inputs):
     model(*inputs)  # warm: the eager call subtracted is a steady one
+    sync()
     t = time.perf_counter()
     model(*inputs)
+    sync()
     eager = time.perf_counter() - t
     t = time.perf_counter()
     opt_fn(*inputs)
+    sync()
     return time.perf_counter() - t - eager
 
 
@@ -117,11 +133,13 @@ def warm_overhead(fn, args, n, stored=False):
     def per_call(f):
         for _ in range(50):
             f(*args)
+        sync()
         best = float("inf")
         for _ in range(5):
             t = time.perf_counter()
             for _ in range(n):
                 f(*args)
+            sync()
             best = min(best, (time.perf_counter() - t) / n)
         return best
     # With `stored`, nothing of the model runs: the per-call time is all
@@ -146,10 +164,12 @@ def steady_latency(fn, args, seconds=1.0):
     """Median per-call time over repeated timed batches."""
     for _ in range(3):
         fn(*args)
+    sync()
     samples, spent = [], 0.0
     while spent < seconds or len(samples) < 5:
         t = time.perf_counter()
         fn(*args)
+        sync()
         dt = time.perf_counter() - t
         samples.append(dt)
         spent += dt
@@ -161,7 +181,7 @@ def inductor_side(side, name):
     """One side of the Inductor race, in this (fresh) process: JSON on stdout."""
     import json
     torch.manual_seed(0)
-    model, inputs = INDUCTOR_MODELS[name]()
+    model, inputs = on_device(*INDUCTOR_MODELS[name]())
     model.eval()
     with torch.no_grad():
         opt = dynamo.optimize("inductor")(model) if side == "ours" else torch.compile(model, backend="inductor")
@@ -185,7 +205,8 @@ def inductor_race(names):
             with tempfile.TemporaryDirectory() as cache:
                 env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, TORCHINDUCTOR_FX_GRAPH_CACHE="0",
                            TORCHINDUCTOR_AUTOGRAD_CACHE="0")
-                out = subprocess.run([sys.executable, __file__, "--inductor-side", side, name], env=env,
+                out = subprocess.run([sys.executable, __file__, "--inductor-side", f"--device={DEVICE}", side, name],
+                                     env=env,
                                      capture_output=True, text=True, check=True)
                 row[side] = json.loads(out.stdout.strip().splitlines()[-1])
         o, t = row["ours"], row["torch"]
@@ -200,6 +221,7 @@ def main():
         return inductor_side(*names)
     if "--inductor" in sys.argv:
         return inductor_race(names)
+    print(f"on {DEVICE}" + (f" ({torch.cuda.get_device_name()})" if DEVICE.type == "cuda" else ""))
     print(f"{'model':14} {'ours ms':>9} {'torch ms':>9} {'ratio':>7}   graphs o/t  breaks o/t  guards o/t")
     with torch.no_grad():
         for name, make in models(names):
@@ -212,11 +234,11 @@ def main():
     print(f"\n{'warm overhead':20} {'ours us':>8} {'torch us':>9} {'ratio':>7}")
     import torchvision
     mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
-                              torch.nn.Linear(16, 4)).eval()
-    r18 = torchvision.models.resnet18().eval()
-    cases = [("a + b", lambda a, b: a + b, (torch.randn(1), torch.randn(1)), 20000, False),
-             ("3-layer MLP", mlp, (torch.randn(1, 16),), 5000, False),
-             ("resnet18 (machinery)", r18, (torch.randn(1, 3, 32, 32),), 500 if QUICK else 2000, True)]
+                              torch.nn.Linear(16, 4)).eval().to(DEVICE)
+    r18 = torchvision.models.resnet18().eval().to(DEVICE)
+    cases = [("a + b", lambda a, b: a + b, (torch.randn(1, device=DEVICE), torch.randn(1, device=DEVICE)), 20000, False),
+             ("3-layer MLP", mlp, (torch.randn(1, 16, device=DEVICE),), 5000, False),
+             ("resnet18 (machinery)", r18, (torch.randn(1, 3, 32, 32, device=DEVICE),), 500 if QUICK else 2000, True)]
     with torch.no_grad():
         for label, fn, args, n, stored in cases:
             a, b = warm_overhead(fn, args, n, stored)

@@ -12,6 +12,7 @@
 #include "lib/embed/eval_frame.h"
 #include "lib/ops/registry.h"
 #include "lib/python/error.h"
+#include "lib/python/torch_modes.h"
 #include "proto/dynamo_ir.pb.h"
 
 namespace dynamo::embed {
@@ -225,6 +226,12 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
 
 }  // namespace methods
 
+PyObject* TorchFunctionModes(PyObject* /*self*/, PyObject* /*unused*/) {
+  absl::StatusOr<std::string> modes = python::TorchFunctionModes();
+  if (!modes.ok()) return RaiseStatus(modes.status());
+  return PyUnicode_FromStringAndSize(modes->data(), static_cast<Py_ssize_t>(modes->size()));
+}
+
 // PyMethodDef stores every signature as a PyCFunction; a cast through
 // void(*)() is the one -Wcast-function-type accepts.
 template <typename F>
@@ -269,6 +276,12 @@ PyMethodDef kMethods[] = {
      "op_targets() -> tuple of str\n\n"
      "The op registry's canonical target names ('torch.add', 'Tensor.relu',\n"
      "'operator.getitem', ...), sorted: every target a capture's graph may name."},
+    {"torch_function_modes", TorchFunctionModes, METH_NOARGS,
+     "torch_function_modes() -> str\n\n"
+     "torch's function-mode stack as guards compare it: '' when empty, else one entry a\n"
+     "mode, bottom first, joined by ',': 'device=cuda:0' for torch's default-device\n"
+     "mode (torch.set_default_device, `with torch.device(...)`), 'mode=module.Class' for\n"
+     "any other."},
     {"capture_call", methods::CaptureCall, METH_VARARGS,
      "capture_call(function, self, args, kwargs, id) -> dict\n\n"
      "Traces one call of `function` on its real arguments with graph breaks allowed\n"

@@ -21,6 +21,7 @@
 #include "lib/ops/meta.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/python/error.h"
+#include "lib/python/torch_modes.h"
 
 namespace dynamo::guards {
 
@@ -317,9 +318,10 @@ struct Node {
 };
 
 struct GlobalCheck {
-  Object reader;  // torch.is_grad_enabled, ...
+  Object reader;  // torch.is_grad_enabled, ...; null for the function-mode stack
   bool expected = false;
   Object expected_object;  // a state that is not a bool (the default dtype): the value itself
+  std::string expected_modes;  // the function-mode stack (python::TorchFunctionModes())
 };
 
 // OBJECT_ALIASING: the accessors of the compared values and their groups.
@@ -793,6 +795,15 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
 }
 
 bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
+  if (!g.reader) {
+    absl::StatusOr<std::string> modes = python::TorchFunctionModes();
+    if (modes.ok() && *modes == g.expected_modes) return true;
+    if (why != nullptr) {
+      *why = absl::StrCat("expected '", g.expected_modes, "', got ",
+                          modes.ok() ? absl::StrCat("'", *modes, "'") : std::string(modes.status().message()));
+    }
+    return false;
+  }
   Object got = Object::Steal(PyObject_CallNoArgs(g.reader.get()));
   if (g.expected_object) {
     if (got && SameConstant(got.get(), g.expected_object.get()) == 1) return true;
@@ -1397,14 +1408,23 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
           // The C binding: torch.are_deterministic_algorithms_enabled is a
           // Python wrapper, and guards run no Python functions.
           {"deterministic_algorithms", "_C._get_deterministic_algorithms"},
-          {"default_dtype", "get_default_dtype"}};
+          {"default_dtype", "get_default_dtype"},
+          {"torch_dispatch_modes", "_C._len_torch_dispatch_stack"}};
+      if (g.source() == "torch_function_modes") {
+        if (g.value().value_case() != ir::Argument::kStringValue) {
+          return fail(absl::InvalidArgumentError("torch_function_modes needs a str value"));
+        }
+        p->refs[gi] = GuardRef{-1, static_cast<int>(p->globals.size())};
+        p->globals.push_back(GlobalCheck{Object(), false, Object(), g.value().string_value()});
+        continue;
+      }
       auto state = kStates->find(g.source());
       absl::StatusOr<Object> reader = state == kStates->end() ? absl::StatusOr<Object>(absl::NotFoundError(g.source()))
                                                               : TorchAttr(state->second);
       if (!reader.ok() || !PyCallable_Check(reader->get())) {
         return fail(absl::InvalidArgumentError("unknown global state"));
       }
-      GlobalCheck check{*reader, g.value().bool_value(), Object()};
+      GlobalCheck check{*reader, g.value().bool_value(), Object(), ""};
       if (g.value().value_case() != ir::Argument::kBoolValue) {
         absl::StatusOr<Object> expected = FromArgument(g.value());
         if (!expected.ok()) return fail(expected.status());

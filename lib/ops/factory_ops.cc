@@ -31,12 +31,14 @@ absl::Status CheckSizes(const std::vector<int64_t>& sizes) {
 }
 
 // A fresh tensor: dtype, device and requires_grad from the keyword arguments.
+// Without device=, a constructor (no default_device given) makes it on
+// DefaultDevice(); *_like and new_* on their tensor's device.
 absl::StatusOr<Value> Make(const Args& args, std::vector<int64_t> sizes, DType default_dtype,
-                           const Device& default_device = {}, DTypeSet unsupported = kNoDTypes,
-                           absl::string_view kernel = {}) {
+                           const std::optional<Device>& default_device = std::nullopt,
+                           DTypeSet unsupported = kNoDTypes, absl::string_view kernel = {}) {
   if (absl::Status s = CheckSizes(sizes); !s.ok()) return s;
   const DType dtype = args.OptDType("dtype").value_or(default_dtype);
-  absl::StatusOr<Device> device = DeviceArg(args, default_device);
+  absl::StatusOr<Device> device = DeviceArg(args, default_device.value_or(DefaultDevice()));
   if (!device.ok()) return device.status();
   // randn's normal kernel is skipped for an empty result; rand checks its
   // bounds (and so the dtype) first.
@@ -56,7 +58,7 @@ constexpr DTypeSet kNotUniform = kBoolSet | kIntegralSet;  // rand/randn need fl
 
 InferFn Filled(DTypeSet unsupported = kNoDTypes, absl::string_view kernel = {}) {
   return [unsupported, kernel](const Args& a) {
-    return Make(a, a.IntList("size"), DefaultFloat(), {}, unsupported, kernel);
+    return Make(a, a.IntList("size"), DefaultFloat(), std::nullopt, unsupported, kernel);
   };
 }
 
@@ -153,7 +155,8 @@ absl::StatusOr<Value> TensorFromData(const Args& a) {
   // as empty_like preserves it.
   if (a.Get("data").is_tensor()) {
     const TensorMeta& t = a.Get("data").as_tensor();
-    absl::StatusOr<Value> out = Make(a, t.sizes, t.dtype, t.device);
+    // torch.tensor is a constructor: under a default device it copies there.
+    absl::StatusOr<Value> out = Make(a, t.sizes, t.dtype, HasDefaultDevice() ? DefaultDevice() : t.device);
     if (out.ok()) out->as_tensor().strides = PreservedStrides(t);
     return out;
   }

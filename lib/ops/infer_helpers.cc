@@ -85,7 +85,18 @@ bool CanCast(DType from, DType to) {
 
 namespace {
 thread_local DType current_default_float = kDefaultFloat;
+thread_local std::optional<Device> current_default_device;
 }  // namespace
+
+const Device& DefaultDevice() {
+  static const Device kCpu;
+  return current_default_device ? *current_default_device : kCpu;
+}
+bool HasDefaultDevice() { return current_default_device.has_value(); }
+DefaultDeviceScope::DefaultDeviceScope(std::optional<Device> device) : previous_(current_default_device) {
+  current_default_device = std::move(device);
+}
+DefaultDeviceScope::~DefaultDeviceScope() { current_default_device = previous_; }
 
 DType DefaultFloat() { return current_default_float; }
 DefaultFloatScope::DefaultFloatScope(DType dtype) : previous_(current_default_float) {

@@ -17,6 +17,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -42,6 +44,26 @@ class DefaultFloatScope {
 
  private:
   DType previous_;
+};
+
+// The device torch's factory functions (torch.zeros, torch.tensor, ...: the
+// constructors torch.set_default_device affects) make tensors on when given
+// no device=: the CPU unless a DefaultDeviceScope on this thread says
+// otherwise (a trace under torch.set_default_device or `with
+// torch.device(...)` sets that device and guards it).
+const Device& DefaultDevice();
+// Whether a DefaultDeviceScope is active (torch.tensor(t) then follows it
+// rather than t's device, as torch's DeviceContext makes it).
+bool HasDefaultDevice();
+class DefaultDeviceScope {
+ public:
+  explicit DefaultDeviceScope(std::optional<Device> device);
+  ~DefaultDeviceScope();
+  DefaultDeviceScope(const DefaultDeviceScope&) = delete;
+  DefaultDeviceScope& operator=(const DefaultDeviceScope&) = delete;
+
+ private:
+  std::optional<Device> previous_;
 };
 
 // ---------------------------------------------------------------- dtypes

@@ -382,7 +382,7 @@ class Emitter {
           if (v->is_ndarray) {
             ImportPath({"dynamo", "numpy_bridge"}, {"to_numpy"});
           } else {
-            ImportPath({"torch"}, {"as_tensor"});
+            ImportPath({"torch"}, {"from_numpy"});  // never moved by torch.set_default_device
           }
           CalleeLoaded();
           if (absl::Status s = Load(v->self); !s.ok()) return s;
@@ -858,11 +858,13 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     out.graph_name = absl::StrCat(options.prefix, "_graph_", options.id);
     e.LoadGlobalCallable(out.graph_name);
     for (size_t i = 0; i < r.placeholder_sources.size(); ++i) {
-      // A numpy.ndarray input: the graph takes the tensor over its memory.
+      // A numpy.ndarray input: the graph takes the tensor over its memory
+      // (torch.from_numpy: torch.as_tensor would copy it to the default
+      // device under torch.set_default_device).
       const bool array = std::binary_search(r.array_placeholders.begin(), r.array_placeholders.end(), i);
       if (array) {
         e.BeginCall();
-        e.ImportPath({"torch"}, {"as_tensor"});
+        e.ImportPath({"torch"}, {"from_numpy"});
         e.CalleeLoaded();
       }
       if (absl::Status status = e.LoadSource(r.placeholder_sources[i]); !status.ok()) return status;

@@ -8,10 +8,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "lib/bytecode/opcodes.h"
 #include "lib/ops/infer_helpers.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/python/error.h"
+#include "lib/python/torch_modes.h"
 #include "lib/trace/meta_fallback.h"
 #include "lib/trace/translator_internal.h"
 
@@ -937,6 +940,19 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           guards_.GlobalState(state, value->get() == Py_True);
           return Var::Constant(*value);
         }
+      }
+      // The mode stacks' depths, read by torch's Python fast paths (nn.
+      // MultiheadAttention's): the function-mode stack is guarded whole
+      // (torch_function_modes), the dispatch-mode stack's depth here.
+      if (Object f = TorchAttr("_C._len_torch_function_stack"); f && f.get() == fn->object.get() && args.empty()) {
+        return CallReal(fn, args, kwargs);
+      }
+      if (Object f = TorchAttr("_C._len_torch_dispatch_stack"); f && f.get() == fn->object.get() && args.empty()) {
+        absl::StatusOr<Object> depth = python::Call(f);
+        absl::StatusOr<long long> n = depth.ok() ? python::AsLong(*depth) : depth.status();
+        if (!n.ok()) return n.status();
+        guards_.GlobalInt("torch_dispatch_modes", *n);
+        return Var::Constant(*depth);
       }
       // torch's API-usage telemetry: returns None and touches nothing the
       // graph computes.
@@ -1903,6 +1919,29 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (!default_float) return absl::UnimplementedError("torch.get_default_dtype() is a dtype libdynamo does not know");
   ops::DefaultFloatScope default_float_scope(*default_float);
   guards_.GlobalDType("default_dtype", *default_float);
+  // torch.set_default_device and `with torch.device(...)` are a DeviceContext
+  // on torch's function-mode stack: factory functions infer their device
+  // from it. Any other mode can change what every torch call returns, so
+  // the frame is not traced through one. Either way the capture holds only
+  // under the stack it was traced under.
+  absl::StatusOr<std::string> modes = python::TorchFunctionModes();
+  if (!modes.ok()) return modes.status();
+  guards_.GlobalString("torch_function_modes", *modes);
+  std::optional<ops::Device> default_device;
+  // `with torch.device(...)` under torch.set_default_device stacks a second
+  // DeviceContext: the topmost one fills in device= first, and wins.
+  for (absl::string_view mode : absl::StrSplit(*modes, ',', absl::SkipEmpty())) {
+    if (!absl::ConsumePrefix(&mode, "device=")) {
+      return done(absl::UnimplementedError(absl::StrCat(
+          "a TorchFunctionMode is active (", *modes, "): libdynamo does not trace through function modes")));
+    }
+    absl::StatusOr<ops::Device> device = ops::ParseDevice(mode);
+    if (!device.ok()) {
+      return done(absl::UnimplementedError(absl::StrCat("torch's default device: ", device.status().message())));
+    }
+    default_device = *device;
+  }
+  ops::DefaultDeviceScope default_device_scope(default_device);
 
   Frame frame;
   if (absl::Status s = PrepareFrame(frame, Object::Borrow(PyFunction_GetCode(fn)), top_globals_); !s.ok()) {

@@ -134,6 +134,20 @@ void GuardSet::GlobalDType(const std::string& name, ops::DType value) {
   }
 }
 
+void GuardSet::GlobalInt(const std::string& name, int64_t value) {
+  if (ir::Guard* g = Add(ir::Guard::GLOBAL_STATE, name)) {
+    g->mutable_value()->set_int_value(value);
+    g->set_reason("global state read by the trace");
+  }
+}
+
+void GuardSet::GlobalString(const std::string& name, const std::string& value) {
+  if (ir::Guard* g = Add(ir::Guard::GLOBAL_STATE, name)) {
+    g->mutable_value()->set_string_value(value);
+    g->set_reason("global state read by the trace");
+  }
+}
+
 void GuardSet::GlobalState(const std::string& name, bool value) {
   if (ir::Guard* g = Add(ir::Guard::GLOBAL_STATE, name)) {
     g->mutable_value()->set_bool_value(value);

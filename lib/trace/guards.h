@@ -47,6 +47,10 @@ class GuardSet {
   void GlobalState(const std::string& name, bool value);
   // A dtype-valued state ("default_dtype" -> torch.get_default_dtype()).
   void GlobalDType(const std::string& name, ops::DType value);
+  // An int-valued state ("torch_dispatch_modes" -> the dispatch-mode stack's depth).
+  void GlobalInt(const std::string& name, int64_t value);
+  // A str-valued state ("torch_function_modes" -> python::TorchFunctionModes()).
+  void GlobalString(const std::string& name, const std::string& value);
 
   const std::vector<ir::Guard>& guards() const { return guards_; }
 

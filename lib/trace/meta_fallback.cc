@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "lib/ops/infer_helpers.h"
 #include "lib/python/error.h"
 
 namespace dynamo::trace {
@@ -153,7 +154,16 @@ absl::StatusOr<ops::Device> ResultDevice(const Inputs& inputs) {
     return absl::InvalidArgumentError(absl::StrCat("it is given several devices (", ops::DeviceName(inputs.devices[0]),
                                                    ", ", ops::DeviceName(inputs.devices[1]), ")"));
   }
-  if (inputs.tensors.empty()) return ops::Device{"cpu", -1};
+  if (inputs.tensors.empty()) {
+    // Whether torch.set_default_device applies depends on whether torch
+    // lists the function among its constructors: not guessed.
+    if (ops::HasDefaultDevice()) {
+      return absl::UnimplementedError(
+          absl::StrCat("it makes a tensor from no tensor under a default device (", ops::DeviceName(ops::DefaultDevice()),
+                       ")"));
+    }
+    return ops::Device{"cpu", -1};
+  }
   std::vector<ops::Device> devices, scalar_cpu;
   for (const Inputs::Tensor& t : inputs.tensors) {
     std::vector<ops::Device>& into = t.dim == 0 && t.device.type == "cpu" ? scalar_cpu : devices;

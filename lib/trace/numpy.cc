@@ -1,7 +1,7 @@
 // NumPy code on tensors, as torch._dynamo traces it: a numpy.ndarray the
 // trace holds is a tensor tracker flagged is_ndarray (Tensor.numpy() is the
 // same tensor viewed as an array; an array argument of the frame is a graph
-// input read through torch.as_tensor). NumPy's functions, the array's
+// input read through torch.from_numpy). NumPy's functions, the array's
 // methods and attributes and the operators on arrays become graph nodes
 // that run torch._numpy (torch's NumPy layer over tensors, which follows
 // NumPy's dtype rules: float64 defaults, NEP 50 scalars) on the nodes'
@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/ops/infer_helpers.h"
 #include "lib/python/error.h"
 #include "lib/trace/meta_fallback.h"
 #include "lib/trace/translator_internal.h"
@@ -460,8 +461,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallNumpy(const VarPtr& fn, co
     Object torch = Object::Steal(PyImport_ImportModule("torch"));
     return torch ? Attr(torch.get(), "as_tensor").release() : nullptr;
   }();
-  if ((f == from_numpy || f == as_tensor) && args.size() == 1 && kwargs.empty() && args[0]->is_tensor() &&
-      args[0]->is_ndarray) {
+  // Under torch.set_default_device, as_tensor is a constructor that copies
+  // to that device: not the view.
+  if ((f == from_numpy || (f == as_tensor && !ops::HasDefaultDevice())) && args.size() == 1 && kwargs.empty() &&
+      args[0]->is_tensor() && args[0]->is_ndarray) {
     guards_.IdMatch(fn->source, fn->object);
     auto t = std::make_shared<Var>(*args[0]);
     t->is_ndarray = false;

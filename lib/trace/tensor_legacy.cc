@@ -38,7 +38,10 @@ std::string CpuTypeName(ops::DType d) {
     python::Object empty = python::Object::Steal(PyObject_GetAttrString(torch.get(), "empty"));
     if (dtype && empty) {
       python::Object args = python::Object::Steal(Py_BuildValue("(i)", 0));
-      python::Object kwargs = python::Object::Steal(Py_BuildValue("{s:O}", "dtype", dtype.get()));
+      // device= given: under torch.set_default_device("cuda") an empty
+      // would be a torch.cuda.*Tensor.
+      python::Object kwargs =
+          python::Object::Steal(Py_BuildValue("{s:O,s:s}", "dtype", dtype.get(), "device", "cpu"));
       python::Object t = python::Object::Steal(PyObject_Call(empty.get(), args.get(), kwargs.get()));
       if (t) result = PyObject_CallMethod(t.get(), "type", nullptr);
     }

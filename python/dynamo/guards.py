@@ -28,7 +28,28 @@ _GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torc
                  "is_autocast_cpu_enabled": getattr(torch, "is_autocast_cpu_enabled", lambda: False),
                  "is_inference_mode_enabled": torch.is_inference_mode_enabled,
                  "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
-                 "default_dtype": torch.get_default_dtype}
+                 "default_dtype": torch.get_default_dtype,
+                 "torch_function_modes": lambda: _torch_function_modes(),
+                 "torch_dispatch_modes": torch._C._len_torch_dispatch_stack}
+
+
+def _torch_function_modes():
+    """torch's function-mode stack as lib/python/torch_modes.h describes it
+    (written again here, not imported: this module is the independent
+    cross-check of the C++ evaluator, and loads in hosts without dynamo._C)."""
+    entries = []
+    for i in range(torch._C._len_torch_function_stack()):
+        mode = torch._C._get_function_stack_at(i)
+        cls = type(mode)
+        if (cls.__module__, cls.__qualname__) != ("torch.utils._device", "DeviceContext"):
+            entries.append(f"mode={cls.__module__}.{cls.__qualname__}")
+            continue
+        device = mode.device
+        index = device.index
+        if index is None and device.type == "cuda" and hasattr(torch._C, "_cuda_getDevice"):
+            index = torch._C._cuda_getDevice()
+        entries.append(f"device={device.type}" + ("" if index is None else f":{index}"))
+    return ",".join(entries)
 
 
 def _unquote(s):
@@ -129,8 +150,8 @@ def check_guards(capture, fn, args=(), kwargs=None):
             reader = _GLOBAL_STATE.get(guard.source)
             if reader is None:
                 return guard, f"{guard.source}: unknown global state"
-            expected = (guard.value.bool_value if guard.value.WhichOneof("value") == "bool_value"
-                        else dtype_of(guard.value.dtype))
+            kind = guard.value.WhichOneof("value")
+            expected = (dtype_of(guard.value.dtype) if kind == "dtype" else getattr(guard.value, kind))
             if reader() != expected:
                 return guard, f"{guard.source}: expected {expected}, got {reader()}"
             continue

@@ -17,6 +17,7 @@ runs, in one of these forms (and nothing else resolves):
 to_numpy(t) is what the rewritten code calls on a graph's output that the
 frame holds as an array: the real numpy.ndarray over the tensor's memory.
 """
+import contextlib
 import operator
 import re
 
@@ -111,10 +112,15 @@ class NumpyCall:
     def __call__(self, *args, **kwargs):
         # NumPy's default float is float64: torch operations torch._numpy
         # leaves to torch's default (an int array's true division) follow it.
+        # NumPy's arrays live on the CPU: under torch.set_default_device the
+        # tensors torch._numpy makes (scalars, aranges) are made there too.
         default = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         try:
-            out = _tensors(self.fn(*_arrays(args), **{k: _arrays(v) for k, v in kwargs.items()}))
+            # (On meta tensors, as the trace infers metadata, they stay there.)
+            cpu = torch._C._len_torch_function_stack() and not (_on_meta(args) or _on_meta(kwargs))
+            with torch.device("cpu") if cpu else contextlib.nullcontext():
+                out = _tensors(self.fn(*_arrays(args), **{k: _arrays(v) for k, v in kwargs.items()}))
         finally:
             torch.set_default_dtype(default)
         if self.container is not None and isinstance(out, (tuple, list)):

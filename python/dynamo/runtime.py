@@ -216,6 +216,7 @@ class Runtime:
         self.generated_code = _History()  # rewritten and resume code objects
         self.break_sites = set()   # (file, line, offset, reason): bounded by the program's text
         self.warned = weakref.WeakSet()  # code objects already warned about
+        self.warned_modes = weakref.WeakSet()  # code objects told they ran under a TorchFunctionMode
         self.captures = 0
         self.cache_hits = 0
         self.graphs_made = 0       # every GraphModule, counted
@@ -244,7 +245,7 @@ class Runtime:
 
     def _on_frame(self, function, args, kwargs, recompile_reason):
         """The frame evaluator's miss: capture this call of `function`."""
-        if _another_tracer_running() or getattr(run_only, "on", False):
+        if _another_tracer_running() or getattr(run_only, "on", False) or self._under_function_mode(function):
             return None  # this call runs as it is, nothing cached
         code = function.__code__
         if recompile_reason is not None and config.warn_recompiles:
@@ -265,7 +266,7 @@ class Runtime:
             if check_guards(entry.capture, fn, args, kwargs) is None:
                 self.cache_hits += 1
                 return self._run(entry, fn, args, kwargs)
-        if getattr(run_only, "on", False):
+        if getattr(run_only, "on", False) or self._under_function_mode(target):
             return fn(*args, **kwargs)
         limit = self._limit()
         if len(entries) >= limit:
@@ -284,6 +285,20 @@ class Runtime:
             return fn(*args, **kwargs)
         entries.append(entry)
         return self._run(entry, fn, args, kwargs)
+
+    def _under_function_mode(self, function):
+        """True while a TorchFunctionMode other than torch's default-device
+        one is active: it can change what any torch call returns, so the
+        call runs as it is, uncaptured (captures made without the mode are
+        guarded on the mode stack and do not run under it either)."""
+        modes = _C.torch_function_modes()
+        if all(mode.startswith("device=") for mode in modes.split(",") if mode):
+            return False
+        code = function.__code__
+        if code not in self.warned_modes:
+            self.warned_modes.add(code)
+            warnings.warn(f"dynamo: running {code.co_qualname} eagerly: a TorchFunctionMode is active ({modes})")
+        return True
 
     def _compile_or_warn(self, fn, target, args, kwargs):
         """_compile, or None after one warning when capture or the backend
@@ -375,7 +390,7 @@ def _graph_input(value):
     tensor over its memory (lib/trace/numpy.cc)."""
     t = type(value)
     if t.__name__ == "ndarray" and t.__module__ == "numpy":
-        return torch.as_tensor(value)
+        return torch.from_numpy(value)  # as rewrite.cc passes it (never moved to a default device)
     return value
 
 

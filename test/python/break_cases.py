@@ -72,10 +72,13 @@ def T(*shape, seed=0, scale=1.0, offset=0.0, dtype=torch.float32, low=0, high=10
       requires_grad=False):
     """A fresh tensor from a seeded generator: equal values on every invocation."""
     g = torch.Generator().manual_seed(seed)
+    # Drawn on the CPU (the generator's device), then put on torch's default
+    # device: the same values when test/python/on_device.py sets another.
     if dtype.is_floating_point:
-        t = torch.randn(*shape, generator=g, dtype=dtype) * scale + offset
+        t = torch.randn(*shape, generator=g, dtype=dtype, device="cpu") * scale + offset
     else:
-        t = torch.randint(low, high, shape, generator=g, dtype=dtype)
+        t = torch.randint(low, high, shape, generator=g, dtype=dtype, device="cpu")
+    t = t.to(torch.get_default_device())
     return t.requires_grad_() if requires_grad else t
 
 
@@ -88,7 +91,7 @@ def seeded(module, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, p in module.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.4)
+            p.copy_(torch.randn(p.shape, generator=g, device="cpu") * 0.4)
     return module.eval()
 
 

@@ -13,6 +13,7 @@
     scripts/python test/python/live_correctness_test.py [-v]
 """
 import collections
+import contextlib
 import functools
 import itertools
 import operator
@@ -1047,6 +1048,95 @@ def default_dtype_is_read_and_guarded():
         FAILURES.append(f"default dtype changed between calls: {got}, {counter.graphs} captures")
         ok = False
     return ok
+
+
+@minimal
+def default_device_is_read_and_guarded():
+    """Factory functions follow torch.set_default_device / `with
+    torch.device(...)` (a DeviceContext on torch's function-mode stack): the
+    trace infers their device from it (a .device read is folded) and
+    recaptures when it changes. The meta device stands for cuda here."""
+    def f(x):
+        z = torch.zeros(2)
+        return x.sum() + z.sum(), str(z.device), torch.arange(3).device.type == "meta"
+
+    counter = Counter()
+    opt = dynamo.optimize(counter)(f)
+    got, want = [], []
+    for where in ("cpu", "meta", "cpu", "meta"):
+        with torch.device(where):
+            x = torch.ones(2)
+            got.append(opt(x)[1:])
+            want.append(f(x)[1:])
+    ok = got == want and counter.graphs == 2
+    prior = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)  # on_device.py sets one
+    try:
+        torch.set_default_device("meta")
+        ok &= check("set_default_device(meta)", lambda x: f(x)[1:], [(torch.ones(2),), (torch.ones(2),)])
+        with torch.device("cpu"):  # a second DeviceContext, above: it wins
+            ok &= check("torch.device(cpu) over set_default_device(meta)", lambda x: f(x)[1:], [(torch.ones(2),)])
+    finally:
+        torch.set_default_device(prior.device if prior is not None else None)
+    if got != want or counter.graphs != 2:
+        FAILURES.append(f"default device changed between calls: {got} (eager {want}), {counter.graphs} captures")
+        ok = False
+    return ok
+
+
+@minimal
+def mode_stack_depths_are_read_and_guarded():
+    """torch's Python fast paths (nn.MultiheadAttention's, in torch 2.11)
+    read the mode stacks' depths: folded and guarded, so a capture made with
+    no dispatch mode is not reused under one."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def f(x):
+        return x + torch._C._len_torch_dispatch_stack() * 10 + torch._C._len_torch_function_stack()
+
+    counter = Counter()
+    opt = dynamo.optimize(counter)(f)
+    got, want = [], []
+    for mode in (None, "dispatch", None, "device"):
+        with Passes() if mode == "dispatch" else torch.device("cpu") if mode == "device" else contextlib.nullcontext():
+            got.append(opt(X))
+            want.append(f(X))
+    if not all(same(g, w) for g, w in zip(got, want)) or counter.graphs != 3:
+        FAILURES.append(f"mode stack depths: {got} (eager {want}), {counter.graphs} captures, expected 3")
+        return False
+    return True
+
+
+@minimal
+def torch_function_mode_is_not_guessed():
+    """A user's TorchFunctionMode can change what any op returns (here the
+    dtype, which the function then branches on): the frame is not traced
+    through it, and a capture made without it is not reused under it."""
+    from torch.overrides import TorchFunctionMode
+
+    class Doubles(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            return out.double() if isinstance(out, torch.Tensor) and out.is_floating_point() else out
+
+    def f(x):
+        y = x * 2
+        return y + 1 if y.dtype == torch.float64 else y - 1
+
+    counter = Counter()
+    opt = dynamo.optimize(counter)(f)
+    got, want = [], []
+    for mode in (False, True, False, True):
+        with (Doubles() if mode else contextlib.nullcontext()):
+            got.append(opt(X))
+            want.append(f(X))
+    if not all(same(g, w) for g, w in zip(got, want)):
+        FAILURES.append(f"under a TorchFunctionMode: {got} (eager {want})")
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------
