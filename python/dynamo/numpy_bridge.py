@@ -117,9 +117,9 @@ class NumpyCall:
         default = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         try:
-            # (On meta tensors, as the trace infers metadata, they stay there.)
-            cpu = torch._C._len_torch_function_stack() and not (_on_meta(args) or _on_meta(kwargs))
-            with torch.device("cpu") if cpu else contextlib.nullcontext():
+            # The same when the trace infers metadata on meta tensors: a CPU
+            # scalar joins them as it joins the real run's CPU tensors.
+            with torch.device("cpu") if torch._C._len_torch_function_stack() else contextlib.nullcontext():
                 out = _tensors(self.fn(*_arrays(args), **{k: _arrays(v) for k, v in kwargs.items()}))
         finally:
             torch.set_default_dtype(default)

@@ -49,9 +49,19 @@ if seed_cases is not None:
             return {k: moved(v) for k, v in value.items()}
         return value
 
+    depth = 0
+
     def materialize(spec):
-        with torch.device("cpu"):
-            return moved(_materialize(spec))
+        # seed_cases.materialize calls itself for nested specs (an array is
+        # made from a tensor spec): only the outermost value moves.
+        global depth
+        depth += 1
+        try:
+            with torch.device("cpu"):
+                value = _materialize(spec)
+        finally:
+            depth -= 1
+        return moved(value) if depth == 0 else value
 
     seed_cases.materialize = materialize
 
