@@ -77,11 +77,13 @@ for name, fn, calls in seed_targets:
         before = len(rt.graphs)
         try:
             want = fn(*(seed_cases.materialize(s) for s in call))
-        except TypeError as e:  # x.numpy() of a GPU tensor (on_device.py): the same error, or a failure
+        except (TypeError, RuntimeError) as e:
+            # CPU-only NumPy code given GPU tensors (on_device.py): x.numpy()
+            # or a CPU array's tensor meeting a CUDA one. The same error.
             try:
                 rt.call(fn, tuple(seed_cases.materialize(s) for s in call), {})
                 failures.append(f"{name}: eager raises {e!r}, the runtime does not")
-            except TypeError:
+            except type(e):
                 pass
             per_call = None
             break

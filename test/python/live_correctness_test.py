@@ -211,8 +211,17 @@ def numpy_on_tensors():
     ok = True
     for name, fn, args, graphs in numpy_cases():
         counter = Counter()
+        eager = outcome(fn, *args)
+        if eager[0] == "raise":
+            # Only on a GPU (test/python/on_device.py): t.numpy() of a CUDA
+            # tensor raises eagerly, and must raise the same here.
+            got = outcome(dynamo.optimize(counter)(fn), *args)
+            if got != eager:
+                FAILURES.append(f"numpy {name}: eager raises {eager[1].__name__}, optimized {got!r:.200}")
+                ok = False
+            continue
         try:
-            e = fn(*args)
+            e = eager[1]
             o = dynamo.optimize(counter)(fn)(*args)
         except Exception as ex:  # noqa: BLE001 - reported as a failure
             FAILURES.append(f"numpy {name}: raised {type(ex).__name__}: {ex}")
