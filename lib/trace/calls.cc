@@ -941,6 +941,16 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           return Var::Constant(*value);
         }
       }
+      // Read at trace time: the default dtype is guarded (default_dtype);
+      // the private backend's name is fixed once torch renames it, before
+      // any tensor of it exists; nothing is FX-tracing while we translate
+      // (the runtime steps aside when something is).
+      for (const char* fixed : {"get_default_dtype", "_C._get_privateuse1_backend_name",
+                                "fx._symbolic_trace.is_fx_tracing", "fx._symbolic_trace.is_fx_tracing_warning"}) {
+        if (Object f = TorchAttr(fixed); f && f.get() == fn->object.get() && args.empty() && kwargs.empty()) {
+          return CallReal(fn, args, kwargs);
+        }
+      }
       // The mode stacks' depths, read by torch's Python fast paths (nn.
       // MultiheadAttention's): the function-mode stack is guarded whole
       // (torch_function_modes), the dispatch-mode stack's depth here.
@@ -1526,6 +1536,11 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       return constant(python::FromBool(contiguous));
     }
     if (name == "get_device") return constant(python::FromLong(m.device.type == "cpu" ? -1 : m.device.index));
+    if (name == "__len__" && args.empty() && kwargs.empty()) {  // x.__len__() is len(x)
+      VarPtr len = Var::OfKind(VarKind::kBuiltin, Object::Borrow(PyDict_GetItemString(PyEval_GetBuiltins(), "len")));
+      len->name = "len";
+      return CallBuiltin(len, {self}, {});
+    }
     if (name == "numpy") return TensorToNdarray(self, args, kwargs);
     if (name == "item" || name == "tolist" || name == "__bool__") {
       return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH,

@@ -741,6 +741,49 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
   return Var::Constant(r);
 }
 
+namespace {
+
+// A value whose subscript only builds a type alias: a builtin class, a class
+// of typing or collections.abc, or one of typing's special forms.
+bool IsTypingSubscript(const VarPtr& obj) {
+  PyObject* o = obj->object.get();
+  if (o == nullptr || (obj->kind != VarKind::kClass && obj->kind != VarKind::kBuiltin &&
+                       obj->kind != VarKind::kOpaque)) {
+    return false;
+  }
+  PyTypeObject* type = PyType_Check(o) ? reinterpret_cast<PyTypeObject*>(o) : Py_TYPE(o);
+  if (PyType_Check(o) && !(PyType_GetFlags(type) & Py_TPFLAGS_HEAPTYPE)) return true;
+  python::Object module = python::Object::Steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__module__"));
+  PyErr_Clear();
+  absl::StatusOr<std::string> name = module ? python::AsString(module) : absl::NotFoundError("");
+  if (!name.ok()) return false;
+  return *name == "typing" || (PyType_Check(o) && (*name == "collections.abc" || *name == "_collections_abc"));
+}
+
+}  // namespace
+
+// An alias's arguments as Python values: constants, classes, typing's
+// objects (Any, TypeVars) and lists and tuples of them.
+absl::StatusOr<python::Object> Translator::TypingArgument(const VarPtr& v) {
+  if (v->kind == VarKind::kTuple || v->kind == VarKind::kList) {
+    std::vector<python::Object> items;
+    for (const VarPtr& item : v->items) {
+      absl::StatusOr<python::Object> o = TypingArgument(item);
+      if (!o.ok()) return o.status();
+      items.push_back(*std::move(o));
+    }
+    return v->kind == VarKind::kTuple ? python::MakeTuple(items) : python::MakeList(items);
+  }
+  if (v->kind == VarKind::kClass || IsTypingSubscript(v)) return v->object;
+  if (v->kind == VarKind::kOpaque && v->object) {
+    python::Object module =
+        python::Object::Steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->object.get())), "__module__"));
+    PyErr_Clear();
+    if (module && python::AsString(module).value_or("") == "typing") return v->object;  // TypeVar, ParamSpec
+  }
+  return ToPython(v);
+}
+
 absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& index) {
   if (obj->is_ndarray) return NdarrayOperator("getitem", {obj, index});
   if (obj->is_tensor()) {
@@ -781,11 +824,12 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
     return Break(ir::GraphBreak::OTHER, absl::StrCat("key ", Describe(*index), " is missing"),
                  "the function would raise KeyError");
   }
-  if (obj->kind == VarKind::kClass && !(PyType_GetFlags(reinterpret_cast<PyTypeObject*>(obj->object.get())) &
-                                        Py_TPFLAGS_HEAPTYPE)) {
-    // list[int], dict[str, Any]: a builtin class's __class_getitem__ makes
-    // a types.GenericAlias of the values, and runs nothing else.
-    absl::StatusOr<python::Object> key = ToPython(index);
+  if (IsTypingSubscript(obj)) {
+    // list[int], dict[str, Any], typing.List[T], Callable[[T], Any] (a
+    // nested def's annotations): a builtin class's __class_getitem__ makes
+    // a types.GenericAlias of the values, typing's and collections.abc's
+    // make (and cache) their aliases, and run nothing else.
+    absl::StatusOr<python::Object> key = TypingArgument(index);
     if (!key.ok()) return key.status();
     python::Object alias = python::Object::Steal(PyObject_GetItem(obj->object.get(), key->get()));
     if (!alias) {

@@ -132,6 +132,7 @@ class Translator {
   absl::StatusOr<bool> Truthy(const VarPtr& v);
   absl::StatusOr<VarPtr> BinaryOp(int nb_op, const VarPtr& a, const VarPtr& b);
   absl::StatusOr<VarPtr> Compare(const std::string& op, const VarPtr& a, const VarPtr& b);
+  absl::StatusOr<python::Object> TypingArgument(const VarPtr& v);
   absl::StatusOr<VarPtr> Subscript(const VarPtr& obj, const VarPtr& index);
   absl::StatusOr<std::vector<VarPtr>> Unpack(const VarPtr& v, size_t expected);
   absl::StatusOr<VarPtr> GetIter(const VarPtr& v);
