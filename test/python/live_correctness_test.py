@@ -1093,6 +1093,28 @@ def default_device_is_read_and_guarded():
 
 
 @minimal
+def annotations_and_trace_time_reads():
+    """A nested def's annotations (list[Any], typing.List[T], Callable[[T], T])
+    are aliases built for real; torch.get_default_dtype(), the private
+    backend's name and is_fx_tracing() are read at trace time; x.__len__()
+    is len(x). All in one graph (TorchDynamo's own tests use each)."""
+    import typing
+    T = typing.TypeVar("T")
+
+    def f(x):
+        def helper(node: list[typing.Any], seq: typing.List[T], c: typing.Callable[[T], T]) -> typing.Optional[int]:
+            return 1
+        r = x + helper(1, 2, 3) + x.__len__()
+        if x.dtype == torch.get_default_dtype():
+            r = r + 1
+        if torch._C._get_privateuse1_backend_name() == "privateuseone":
+            r = r + 1
+        return r * 2 if not torch.fx._symbolic_trace.is_fx_tracing() else r
+
+    return check("annotations and trace-time reads", f, [(X,), (X * 2,)], expect_graphs=1, fullgraph=True)
+
+
+@minimal
 def mode_stack_depths_are_read_and_guarded():
     """torch's Python fast paths (nn.MultiheadAttention's, in torch 2.11)
     read the mode stacks' depths: folded and guarded, so a capture made with
