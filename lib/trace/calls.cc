@@ -942,9 +942,10 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
         }
       }
       // Read at trace time: the default dtype is guarded (default_dtype);
-      // the private backend's name is fixed once torch renames it, before
-      // any tensor of it exists; nothing is FX-tracing while we translate
-      // (the runtime steps aside when something is).
+      // the private backend's name changes at most once, when a backend
+      // registers at start-up (torch._dynamo folds it too); nothing is
+      // FX-tracing while we translate (the runtime steps aside when
+      // something is).
       for (const char* fixed : {"get_default_dtype", "_C._get_privateuse1_backend_name",
                                 "fx._symbolic_trace.is_fx_tracing", "fx._symbolic_trace.is_fx_tracing_warning"}) {
         if (Object f = TorchAttr(fixed); f && f.get() == fn->object.get() && args.empty() && kwargs.empty()) {
