@@ -1409,7 +1409,8 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
           // Python wrapper, and guards run no Python functions.
           {"deterministic_algorithms", "_C._get_deterministic_algorithms"},
           {"default_dtype", "get_default_dtype"},
-          {"torch_dispatch_modes", "_C._len_torch_dispatch_stack"}};
+          {"torch_dispatch_modes", "_C._len_torch_dispatch_stack"},
+          {"cublas_allow_tf32", "_C._get_cublas_allow_tf32"}};
       if (g.source() == "torch_function_modes") {
         if (g.value().value_case() != ir::Argument::kStringValue) {
           return fail(absl::InvalidArgumentError("torch_function_modes needs a str value"));

@@ -297,7 +297,15 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     return Var::OfKind(VarKind::kModule, obj, source);
   }
   if (PyFunction_Check(o)) {
-    guards_.IdMatch(source, obj);
+    if (source && PyFunction_GetClosure(o) != nullptr) {
+      // A closure is made anew by every call of its enclosing function:
+      // identified by its code (torch._dynamo's CLOSURE_MATCH), with what
+      // the trace reads of its cells and defaults guarded where it is read
+      // (Inline wraps them through __closure__ and __defaults__).
+      guards_.IdMatch(Source::Attr(source, "__code__"), Object::Borrow(PyFunction_GetCode(o)));
+    } else {
+      guards_.IdMatch(source, obj);
+    }
     return Var::OfKind(VarKind::kFunction, obj, source);
   }
   // A method of a Python function is that function with `self` (inlined
@@ -1924,6 +1932,13 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   absl::StatusOr<Object> det = deterministic ? python::Call(deterministic) : absl::UnknownError("torch");
   if (!det.ok()) return det.status();
   guards_.GlobalState("deterministic_algorithms", det->get() == Py_True);
+  // So does TF32 in cuBLAS matmuls (torch.backends.cuda.matmul.allow_tf32):
+  // a compiled backend bakes it into the kernels it picks.
+  if (Object tf32 = TorchAttr("_C._get_cublas_allow_tf32")) {
+    absl::StatusOr<Object> allowed = python::Call(tf32);
+    if (!allowed.ok()) return allowed.status();
+    guards_.GlobalState("cublas_allow_tf32", allowed->get() == Py_True);
+  }
   // Factory functions, Python floats and int-to-float promotion make
   // tensors of torch.get_default_dtype(): inference uses the interpreter's,
   // and the capture holds only under it.

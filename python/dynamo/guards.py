@@ -30,7 +30,8 @@ _GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torc
                  "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
                  "default_dtype": torch.get_default_dtype,
                  "torch_function_modes": lambda: _torch_function_modes(),
-                 "torch_dispatch_modes": torch._C._len_torch_dispatch_stack}
+                 "torch_dispatch_modes": torch._C._len_torch_dispatch_stack,
+                 "cublas_allow_tf32": torch._C._get_cublas_allow_tf32}
 
 
 def _torch_function_modes():

@@ -1031,6 +1031,26 @@ def deterministic_algorithms_is_guarded():
 
 
 @minimal
+def cublas_tf32_is_guarded():
+    """A compiled backend bakes torch.backends.cuda.matmul.allow_tf32 into
+    its kernels: a capture made under one setting is not reused under the
+    other (torch._dynamo's global state guard)."""
+    prior = torch._C._get_cublas_allow_tf32()
+    counter = Counter()
+    opt = dynamo.optimize(counter)(lambda a: a @ a.T)
+    try:
+        for allowed in (False, True, False, True):
+            torch._C._set_cublas_allow_tf32(allowed)
+            opt(X[None])
+    finally:
+        torch._C._set_cublas_allow_tf32(prior)
+    if counter.graphs != 2:
+        FAILURES.append(f"cuBLAS TF32 switched: {counter.graphs} captures, expected 2")
+        return False
+    return True
+
+
+@minimal
 def default_dtype_is_read_and_guarded():
     """Factory functions, Python floats and int-to-float promotion follow
     torch.get_default_dtype(): the trace infers with the interpreter's
@@ -1112,6 +1132,27 @@ def annotations_and_trace_time_reads():
         return r * 2 if not torch.fx._symbolic_trace.is_fx_tracing() else r
 
     return check("annotations and trace-time reads", f, [(X,), (X * 2,)], expect_graphs=1, fullgraph=True)
+
+
+@minimal
+def closures_are_identified_by_code():
+    """A closure made anew on every call (a factory's, a nested def passed
+    on) is identified by its code, as torch._dynamo's CLOSURE_MATCH does:
+    equal cell contents reuse the capture; a cell with another value, a
+    tensor cell, or a renamed function whose name is read recaptures."""
+    def adder(val):
+        def inner(x):
+            return torch.sin(x + val)
+        return inner
+
+    def fn(x, other):
+        return other(x + 1) - 1 if other.__name__ == "inner" else x
+
+    renamed = adder(5)
+    renamed.__name__ = "other"
+    calls = [(X, adder(5)), (X, adder(5)), (X, adder(6)), (X, adder(torch.ones(3))), (X, adder(torch.ones(3))),
+             (X, renamed)]
+    return check("closures by code", fn, calls, expect_graphs=3)  # the renamed one returns x: no graph
 
 
 @minimal
