@@ -303,6 +303,9 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
       // the trace reads of its cells and defaults guarded where it is read
       // (Inline wraps them through __closure__ and __defaults__).
       guards_.IdMatch(Source::Attr(source, "__code__"), Object::Borrow(PyFunction_GetCode(o)));
+      // Its globals are read through its module: the same code made over
+      // another namespace (types.FunctionType(code, other_globals)) is not it.
+      guards_.IdMatch(Source::Attr(source, "__globals__"), Object::Borrow(PyFunction_GetGlobals(o)));
     } else {
       guards_.IdMatch(source, obj);
     }

@@ -18,6 +18,7 @@ import functools
 import itertools
 import operator
 import sys
+import types
 import warnings
 
 import torch
@@ -1150,9 +1151,13 @@ def closures_are_identified_by_code():
 
     renamed = adder(5)
     renamed.__name__ = "other"
+    # The same code over other globals: its `torch.sin` is another function.
+    made = adder(5)
+    elsewhere = types.FunctionType(made.__code__, {"torch": types.SimpleNamespace(sin=torch.cos)}, "inner", None,
+                                   made.__closure__)
     calls = [(X, adder(5)), (X, adder(5)), (X, adder(6)), (X, adder(torch.ones(3))), (X, adder(torch.ones(3))),
-             (X, renamed)]
-    return check("closures by code", fn, calls, expect_graphs=3)  # the renamed one returns x: no graph
+             (X, renamed), (X, elsewhere)]
+    return check("closures by code", fn, calls, expect_graphs=4)  # the renamed one returns x: no graph
 
 
 @minimal
