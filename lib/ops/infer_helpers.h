@@ -15,9 +15,8 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <vector>
-
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

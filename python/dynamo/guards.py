@@ -152,6 +152,8 @@ def check_guards(capture, fn, args=(), kwargs=None):
             if reader is None:
                 return guard, f"{guard.source}: unknown global state"
             kind = guard.value.WhichOneof("value")
+            if kind is None:
+                return guard, f"{guard.source}: the guard holds no expected value"
             expected = (dtype_of(guard.value.dtype) if kind == "dtype" else getattr(guard.value, kind))
             if reader() != expected:
                 return guard, f"{guard.source}: expected {expected}, got {reader()}"
