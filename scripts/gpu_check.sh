@@ -35,7 +35,7 @@ for s in "${steps[@]}"; do
       step ctest ctest --test-dir "$BUILD_DIR" -R 'bytecode|guards_test|embed|capture_test|python_test|ir_test|registry_test' \
         --output-on-failure -j8
       # The live corpora with every tensor on the GPU.
-      step device_test python3 test/python/device_test.py cuda
+      step cuda_moved_corpus python3 test/python/live_corpus_test.py --device cuda
       for t in live_corpus_test break_test live_correctness_test backends_test live_api_test; do
         step "cuda_$t" python3 test/python/on_device.py cuda "test/python/$t.py"
       done ;;
