@@ -23,17 +23,6 @@ _TOKEN = re.compile(r"""\s*(?:
     )""", re.X)
 
 
-# The global states a GLOBAL_STATE guard can name (lib/trace/guards.cc).
-_GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torch.is_autocast_enabled,
-                 "is_autocast_cpu_enabled": getattr(torch, "is_autocast_cpu_enabled", lambda: False),
-                 "is_inference_mode_enabled": torch.is_inference_mode_enabled,
-                 "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
-                 "default_dtype": torch.get_default_dtype,
-                 "torch_function_modes": lambda: _torch_function_modes(),
-                 "torch_dispatch_modes": torch._C._len_torch_dispatch_stack,
-                 "cublas_allow_tf32": torch._C._get_cublas_allow_tf32}
-
-
 def _torch_function_modes():
     """torch's function-mode stack as lib/python/torch_modes.h describes it
     (written again here, not imported: this module is the independent
@@ -51,6 +40,17 @@ def _torch_function_modes():
             index = torch._C._cuda_getDevice()
         entries.append(f"device={device.type}" + ("" if index is None else f":{index}"))
     return ",".join(entries)
+
+
+# The global states a GLOBAL_STATE guard can name (lib/trace/guards.cc).
+_GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torch.is_autocast_enabled,
+                 "is_autocast_cpu_enabled": getattr(torch, "is_autocast_cpu_enabled", lambda: False),
+                 "is_inference_mode_enabled": torch.is_inference_mode_enabled,
+                 "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+                 "default_dtype": torch.get_default_dtype,
+                 "torch_function_modes": _torch_function_modes,
+                 "torch_dispatch_modes": torch._C._len_torch_dispatch_stack,
+                 "cublas_allow_tf32": torch._C._get_cublas_allow_tf32}
 
 
 def _unquote(s):
