@@ -26,17 +26,41 @@ namespace {
 using python::Object;
 namespace fs = std::filesystem;
 
-std::string WritePb(const ir::Capture& c, const std::string& name) {
-  static const fs::path dir = [] {
-    char tmpl[] = "/tmp/dynamo_capture_test_XXXXXX";
-    return fs::path(mkdtemp(tmpl));
-  }();
-  absl::StatusOr<std::string> bytes = Serialize(c, "pb");
-  REQUIRE(bytes.ok());
-  std::string path = (dir / (name + ".pb")).string();
-  std::ofstream(path, std::ios::binary) << *bytes;
-  return path;
-}
+// A serialized capture on disk for the Python checker, removed when it goes
+// out of scope: the corpus embeds real weights (1.6 GB in all), and a test
+// that leaves them behind fills the disk of the machine that runs it three
+// times (once per CPython).
+class ScratchPb {
+ public:
+  ScratchPb(const ir::Capture& c, const std::string& name) {
+    static const Directory dir;
+    absl::StatusOr<std::string> bytes = Serialize(c, "pb");
+    REQUIRE(bytes.ok());
+    path_ = (dir.path / (name + ".pb")).string();
+    std::ofstream(path_, std::ios::binary) << *bytes;
+  }
+  ~ScratchPb() {
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  ScratchPb(const ScratchPb&) = delete;
+  ScratchPb& operator=(const ScratchPb&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Directory {
+    fs::path path;
+    Directory() {
+      char tmpl[] = "/tmp/dynamo_capture_test_XXXXXX";
+      path = mkdtemp(tmpl);
+    }
+    ~Directory() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  };
+  std::string path_;
+};
 
 // Options for capturing `target` of `script`; `inputs` is a Python list of
 // --input specs, a str naming an --example-inputs function, or one spec str
@@ -114,7 +138,8 @@ TEST_CASE("every corpus function exports as one graph that runs like eager", "[c
     }
     CHECK(captured->capture.graphs_size() == 1);
     CHECK(captured->capture.graph_breaks_size() == 0);
-    std::string pb = WritePb(captured->capture, absl::StrCat("case_", index));
+    ScratchPb scratch(captured->capture, absl::StrCat("case_", index));
+    const std::string& pb = scratch.path();
     absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
     DYNAMO_REQUIRE_OK(fn);
     nodes_checked += RunAgainstEager(pb, fn->callable, fields[2]);
@@ -149,7 +174,8 @@ TEST_CASE("guards pass for matching calls and fail on the expected guard", "[cap
     DYNAMO_REQUIRE_OK(captured);
     absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
     DYNAMO_REQUIRE_OK(fn);
-    std::string pb = WritePb(captured->capture, "guards_" + target);
+    ScratchPb scratch(captured->capture, "guards_" + target);
+    const std::string& pb = scratch.path();
     absl::StatusOr<Object> problems = python::CallMethod(
         checker, "check_guard_scenarios", {python::FromString(pb), fn->callable, f[2]});
     DYNAMO_REQUIRE_OK(problems);
@@ -178,7 +204,7 @@ TEST_CASE("resnet18, mobilenet_v2 and a transformer block export as one graph ea
     REQUIRE(captured->capture.graphs_size() == 1);
     absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
     DYNAMO_REQUIRE_OK(fn);
-    long checked = RunAgainstEager(WritePb(captured->capture, target), fn->callable, f[2]);
+    long checked = RunAgainstEager(ScratchPb(captured->capture, target).path(), fn->callable, f[2]);
     std::cout << target << ": " << captured->capture.graphs(0).nodes_size() << " nodes, "
               << captured->capture.guards_size() << " guards, " << checked
               << " node results checked\n";
@@ -209,7 +235,7 @@ TEST_CASE("torchvision classifiers: one graph equal to eager, or a located break
     }
     absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
     DYNAMO_REQUIRE_OK(fn);
-    RunAgainstEager(WritePb(captured->capture, target), fn->callable, f[2]);
+    RunAgainstEager(ScratchPb(captured->capture, target).path(), fn->callable, f[2]);
     ++graphs;
   }
   std::cout << "torchvision sweep: " << graphs << " of " << entries.size()
@@ -270,7 +296,7 @@ TEST_CASE("the seed corpus: one graph, or a located graph break where one is nee
     ++graphs;
     absl::StatusOr<python::Target> fn = python::ResolveTarget(*module, target);
     DYNAMO_REQUIRE_OK(fn);
-    RunAgainstEager(WritePb(captured->capture, absl::StrCat("seed_", index++)), fn->callable, f[3]);
+    RunAgainstEager(ScratchPb(captured->capture, absl::StrCat("seed_", index++)).path(), fn->callable, f[3]);
   }
   std::cout << "seed corpus: " << graphs << " captured as one graph and run like eager, "
             << breaks << " refused with a located graph break\n";

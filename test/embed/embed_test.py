@@ -278,8 +278,9 @@ class Extension(unittest.TestCase):
 
     def test_installed_package(self):
         with tempfile.TemporaryDirectory(prefix="dynamo_embed_install_") as prefix:
-            subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", prefix], check=True,
-                           capture_output=True, timeout=300)
+            done = subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", prefix],
+                                  capture_output=True, text=True, timeout=300)
+            self.assertEqual(done.returncode, 0, done.stdout[-2000:] + done.stderr[-2000:])
             package = os.path.join(prefix, INSTALL_DIR, "dynamo")
             names = sorted(os.listdir(package))
             for name in ("__init__.py", "loader.py", "guards.py", "dynamo_ir_pb2.py",

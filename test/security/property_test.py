@@ -10,7 +10,9 @@ imported, and no payload's marker file appears.
 
 Run by CTest as: python property_test.py (with the build's python/ on PYTHONPATH).
 """
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -22,6 +24,7 @@ from dynamo import dynamo_ir_pb2 as ir
 from dynamo import loader, trust
 
 MARKER_DIR = tempfile.mkdtemp(prefix="dynamo_property_")
+atexit.register(shutil.rmtree, MARKER_DIR, ignore_errors=True)
 MARKER = os.path.join(MARKER_DIR, "PWNED")
 with open(os.path.join(MARKER_DIR, "w.weights"), "wb") as _f:
     _f.write(bytes(64))  # the side file a capture may name (24 bytes of it)
