@@ -442,7 +442,7 @@ absl::StatusOr<Value> Embedding(const Args& args) {
 // growing them. The layout follows the CPU backend torch picks: the math
 // path returns a contiguous result; the flash kernel (4-D, value width equal
 // to the query's, no dropout, unit stride in the last dim of all three)
-// keeps the query's layout. Where the choice is not certain, strides are not
+// keeps the query's memory order. Where the choice is not certain, strides are not
 // claimed.
 absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
   const TensorMeta& q = args.Tensor("query");
@@ -531,8 +531,12 @@ absl::StatusOr<Value> ScaledDotProductAttention(const Args& args) {
                     (known && (q.strides.back() != 1 || k.strides.back() != 1 ||
                                v.strides.back() != 1));
   if (known && (math || IsContiguous(q))) return Value(std::move(out));
-  if (known && batches_equal && k.dim() == 4 && v.dim() == 4 && IsNonOverlappingAndDense(q)) {
-    out.strides = q.strides;  // same sizes: the query's strides, size-1 dims included
+  if (known && batches_equal && k.dim() == 4 && v.dim() == 4) {
+    // The kernel allocates empty_like(query): a dense query's strides (size-1
+    // dims included), else dense strides in the query's memory order
+    // (infer_dense_strides: the heads of a (B, L, 3, H, E) projection
+    // permuted to (B, H, L, E) come back (B, L, H, E) in memory).
+    out.strides = IsNonOverlappingAndDense(q) ? q.strides : IteratorStrides(q.sizes, {&args.Get("query")});
   } else {
     out.strides.clear();
   }

@@ -519,7 +519,6 @@ absl::StatusOr<Value> Cat(const Args& args) {
   if (!dim.ok()) return dim.status();
   std::vector<int64_t> sizes = ref->sizes;
   sizes[static_cast<size_t>(*dim)] = 0;
-  bool all_canonical = true;
   for (size_t k = 0; k < all.size(); ++k) {
     const TensorMeta& t = all[k]->as_tensor();
     if (t.dim() == 1 && t.sizes[0] == 0) continue;
@@ -538,10 +537,21 @@ absl::StatusOr<Value> Cat(const Args& args) {
       }
     }
     sizes[static_cast<size_t>(*dim)] += t.sizes[static_cast<size_t>(*dim)];
-    if (t.dim() >= 4 && !IsContiguous(t)) all_canonical = false;
   }
   TensorMeta out = NewTensor(*dtype, std::move(sizes), *device, AnyRequiresGrad(all));
-  if (!all_canonical) out.strides.clear();  // channels-last inputs pick another layout
+  // The layout is at::cat's compute_output_memory_format: contiguous as soon
+  // as one input suggests contiguous or two suggest different formats,
+  // otherwise the one format all suggest (channels-last for 4-D). 5-D
+  // channels-last is not modelled: such an input leaves the strides unknown.
+  for (const Value* v : all) {
+    const TensorMeta& t = v->as_tensor();
+    if (!t.has_strides() || (t.dim() >= 5 && !IsContiguous(t))) {
+      out.strides.clear();
+      return Value(std::move(out));
+    }
+    if (!(t.dim() == 4 && IsChannelsLastLike(t))) return Value(std::move(out));
+  }
+  out.strides = ChannelsLastStrides(out.sizes);
   return Value(std::move(out));
 }
 

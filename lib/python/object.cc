@@ -46,6 +46,12 @@ absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name) {
                  [&] { return absl::StrCat("getattr(", TypeName(obj), ", '", name, "')"); });
 }
 
+Object Attr(PyObject* o, const char* name) {
+  Object a = Object::Steal(PyObject_GetAttrString(o, name));
+  if (!a) PyErr_Clear();
+  return a;
+}
+
 absl::StatusOr<Object> Import(absl::string_view module) {
   std::string name(module);
   return Checked(PyImport_ImportModule(name.c_str()), [&] { return absl::StrCat("import ", module); });

@@ -58,6 +58,9 @@ class Object {
 // Small conveniences over the C API; each returns a Status carrying the Python
 // exception (see error.h) instead of leaving it set.
 absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name);
+// o.name, or a null Object when the read fails (the exception cleared): for
+// probes whose failure only means "not this kind of object".
+Object Attr(PyObject* o, const char* name);
 absl::StatusOr<Object> Import(absl::string_view module);
 // Calls `callable(*args)`.
 absl::StatusOr<Object> Call(const Object& callable, const std::vector<Object>& args = {});

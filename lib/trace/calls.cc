@@ -4,8 +4,6 @@
 #include <Python.h>
 #include <algorithm>
 
-#include <algorithm>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -22,12 +20,6 @@ namespace dynamo::trace {
 namespace {
 
 using python::Object;
-
-Object Attr(PyObject* o, const char* name) {
-  Object a = Object::Steal(PyObject_GetAttrString(o, name));
-  if (!a) PyErr_Clear();
-  return a;
-}
 
 // torch's own attributes ("nn.Module", "no_grad", "_C._is_tracing"), resolved
 // once per process: they are looked up on every wrapped value.
@@ -180,6 +172,36 @@ std::string AttributeTarget(const Source& source) {
 
 }  // namespace
 
+// A dict's items as a kDict tracker (no object: not the dict itself), read
+// with dict's own protocol: in its iteration order (an OrderedDict's after
+// move_to_end is not its storage order), values as dict.__getitem__ reads
+// them. Type, length and every item are guarded.
+absl::StatusOr<VarPtr> Translator::WrapDictItems(const Object& obj, SourcePtr source) {
+  PyObject* o = obj.get();
+  std::vector<VarPtr> keys, values;
+  Object key_list = Object::Steal(PySequence_List(o));
+  if (!key_list) return python::FetchError("listing a dict's keys");
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(key_list.get()); ++i) {
+    PyObject* key = PyList_GET_ITEM(key_list.get(), i);
+    PyObject* value = PyDict_GetItemWithError(o, key);  // borrowed
+    if (value == nullptr) return python::FetchError("reading a dict's item");
+    if (!PyUnicode_Check(key) && !PyLong_Check(key)) {  // keys we cannot name in a Source
+      guards_.TypeMatch(source, obj);
+      return Var::OfKind(VarKind::kOpaque, obj, source);
+    }
+    SourcePtr item_source;
+    if (source && PyUnicode_Check(key)) item_source = Source::Item(source, *python::AsString(Object::Borrow(key)));
+    if (source && PyLong_Check(key)) item_source = Source::Item(source, PyLong_AsLongLong(key));
+    absl::StatusOr<VarPtr> v = Wrap(Object::Borrow(value), item_source);
+    if (!v.ok()) return v.status();
+    keys.push_back(Var::Constant(Object::Borrow(key)));
+    values.push_back(*v);
+  }
+  guards_.TypeMatch(source, obj);
+  guards_.LengthMatch(source, static_cast<int64_t>(keys.size()));
+  return Var::Dict(std::move(keys), std::move(values), source);
+}
+
 absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
   PyObject* o = obj.get();
   if ((PyFrozenSet_Check(o) || PySet_Check(o)) && SetOfConstants(o)) {
@@ -240,33 +262,11 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     return v;
   }
   if (PyDict_Check(o)) {
-    std::vector<VarPtr> keys, values;
-    // In the dict's own iteration order (an OrderedDict's after move_to_end
-    // is not its storage order); values as dict.__getitem__ reads them.
-    Object key_list = Object::Steal(PySequence_List(o));
-    if (!key_list) return python::FetchError("listing a dict's keys");
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(key_list.get()); ++i) {
-      PyObject* key = PyList_GET_ITEM(key_list.get(), i);
-      PyObject* value = PyDict_GetItemWithError(o, key);  // borrowed
-      if (value == nullptr) return python::FetchError("reading a dict's item");
-      if (!PyUnicode_Check(key) && !PyLong_Check(key)) {  // keys we cannot name in a Source
-        guards_.TypeMatch(source, obj);
-        return Var::OfKind(VarKind::kOpaque, obj, source);
-      }
-      SourcePtr item_source;
-      if (source && PyUnicode_Check(key)) item_source = Source::Item(source, *python::AsString(Object::Borrow(key)));
-      if (source && PyLong_Check(key)) item_source = Source::Item(source, PyLong_AsLongLong(key));
-      absl::StatusOr<VarPtr> v = Wrap(Object::Borrow(value), item_source);
-      if (!v.ok()) return v.status();
-      keys.push_back(Var::Constant(Object::Borrow(key)));
-      values.push_back(*v);
-    }
-    guards_.TypeMatch(source, obj);
-    guards_.LengthMatch(source, static_cast<int64_t>(keys.size()));
-    VarPtr v = Var::Dict(std::move(keys), std::move(values), source);
-    v->object = obj;
+    absl::StatusOr<VarPtr> v = WrapDictItems(obj, source);
+    if (!v.ok() || (*v)->kind != VarKind::kDict) return v;
+    (*v)->object = obj;
     if (source) {
-      auto [it, inserted] = containers_.try_emplace(o, v);
+      auto [it, inserted] = containers_.try_emplace(o, *v);
       return it->second;
     }
     return v;
@@ -924,6 +924,9 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     }
     case VarKind::kOpaque: {
       if (std::optional<absl::StatusOr<VarPtr>> r = CallTupleNew(fn, args, kwargs)) return *std::move(r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallObjectGetattribute(fn, args, kwargs)) {
+        return *std::move(r);
+      }
       if (std::optional<absl::StatusOr<VarPtr>> r = CallStdlibFunction(fn, args, kwargs)) return *std::move(r);
       // The __torch_function__ override checks: the tensors we trace are plain
       // torch.Tensors (inputs are described, parameters are real ones), so
@@ -1711,8 +1714,15 @@ absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string
   if (name == "device") return FromValue(ops::Value(m.device));
   if (name == "ndim") return Var::Constant(python::FromLong(m.dim()));
   if (name == "requires_grad") return Var::Constant(python::FromBool(m.requires_grad));
-  if (name == "is_cuda") return Var::Constant(python::FromBool(m.device.type == "cuda"));
-  if (name == "is_meta") return Var::Constant(python::FromBool(m.device.type == "meta"));
+  // is_cpu, is_cuda, is_meta, ...: the device's type, which the tensor's
+  // guard checks.
+  static constexpr std::pair<const char*, const char*> kDeviceFlags[] = {
+      {"is_cpu", "cpu"}, {"is_cuda", "cuda"}, {"is_meta", "meta"}, {"is_xpu", "xpu"},
+      {"is_mps", "mps"}, {"is_xla", "xla"}, {"is_ipu", "ipu"}, {"is_hpu", "hpu"},
+      {"is_mtia", "mtia"}, {"is_vulkan", "vulkan"}, {"is_maia", "maia"}};
+  for (const auto& [flag, type] : kDeviceFlags) {
+    if (name == flag) return Var::Constant(python::FromBool(m.device.type == type));
+  }
   // Traced tensors are dense, strided, unquantized and not nested: the
   // capture's inputs say so and every op the registry knows keeps it so.
   for (const char* dense_false : {"is_nested", "is_sparse", "is_quantized", "is_mkldnn",
@@ -1780,6 +1790,42 @@ absl::StatusOr<SourcePtr> Translator::SuperAttrSource(const VarPtr& sup, const s
                "attributes reached through super() are traced when a base class defines them");
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::SuperDictMethod(const VarPtr& sup, const std::string& name) {
+  static constexpr const char* kReadOnly[] = {"get", "keys", "values", "items", "copy"};
+  if (sup->kind != VarKind::kOpaque || !sup->self || !sup->object ||
+      !PyObject_TypeCheck(sup->object.get(), &PySuper_Type)) {
+    return std::nullopt;
+  }
+  const VarPtr& self = sup->self;
+  if (self->kind != VarKind::kOpaque || !self->source || !self->object || !PyDict_Check(self->object.get()) ||
+      std::find(std::begin(kReadOnly), std::end(kReadOnly), name) == std::end(kReadOnly)) {
+    return std::nullopt;
+  }
+  // The method super() finds must be dict's own, and the items are read
+  // (and guarded, as self[key]) through dict's protocol, which the class
+  // must keep.
+  PyTypeObject* type = Py_TYPE(self->object.get());
+  PyTypeObject* dict = &PyDict_Type;
+  for (const char* kept : {"__getitem__", "__iter__", "__len__", "keys"}) {
+    Object key = python::FromString(kept);
+    if (_PyType_Lookup(type, key.get()) != _PyType_Lookup(dict, key.get())) return std::nullopt;
+  }
+  Object start = Attr(sup->object.get(), "__thisclass__");
+  PyObject* mro = type->tp_mro;
+  Py_ssize_t i = 0, n = mro ? PyTuple_GET_SIZE(mro) : 0;
+  while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
+  for (++i; i < n; ++i) {
+    PyTypeObject* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (python::TypeDictItem(base, name.c_str()) == nullptr) continue;
+    if (base != dict) return std::nullopt;
+    absl::StatusOr<VarPtr> items = WrapDictItems(self->object, self->source);
+    if (!items.ok()) return absl::StatusOr<VarPtr>(items.status());
+    if ((*items)->kind != VarKind::kDict) return std::nullopt;
+    return absl::StatusOr<VarPtr>(Var::Method(*items, name));
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string& name) {
   if (obj->kind == VarKind::kUserObject) return UserObjectAttr(obj, name);
   if (obj->kind == VarKind::kOpaque && obj->self && obj->self->kind == VarKind::kUserObject &&
@@ -1805,6 +1851,8 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
       break;
     }
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = ObjectGetattribute(obj, name)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = SuperDictMethod(obj, name)) return *std::move(r);
   if (obj->object && !attr_overlay_.empty()) {
     if (auto it = attr_overlay_.find(std::make_pair(obj->object.get(), name)); it != attr_overlay_.end()) {
       return it->second;
@@ -1868,6 +1916,17 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         // through it here would freeze one call's answer.
         Object key = python::FromString("__getattribute__");
         PyObject* getattribute = _PyType_Lookup(Py_TYPE(obj->object.get()), key.get());  // borrowed
+        if (getattribute != nullptr && PyFunction_Check(getattribute) && obj->source) {
+          // An object read from the frame: the override is inlined as the
+          // interpreter calls it, type(obj).__getattribute__(obj, name), so
+          // every answer comes from its code on this call (transformers'
+          // PretrainedConfig maps names through attribute_map this way).
+          // Its super().__getattribute__ is object's read (GenericAttr).
+          SourcePtr fn_source = Source::Attr(Source::Attr(obj->source, "__class__"), "__getattribute__");
+          guards_.IdMatch(fn_source, Object::Borrow(getattribute));
+          VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(getattribute), fn_source);
+          return Inline(fn, {obj, Var::Constant(python::FromString(name))}, {});
+        }
         if (getattribute != nullptr && PyFunction_Check(getattribute)) {
           return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                        absl::StrCat("reading .", name, " of ", Describe(*obj), " runs its class's Python __getattribute__"),

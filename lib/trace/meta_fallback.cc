@@ -19,6 +19,7 @@
 namespace dynamo::trace {
 namespace {
 
+using python::Attr;
 using python::Object;
 
 // torch.<name>, resolved on each call: the module is imported already
@@ -30,12 +31,6 @@ Object Torch(const char* name) {
     return Object();
   }
   Object attr = Object::Steal(PyObject_GetAttrString(torch.get(), name));
-  if (!attr) PyErr_Clear();
-  return attr;
-}
-
-Object Attr(PyObject* o, const char* name) {
-  Object attr = Object::Steal(PyObject_GetAttrString(o, name));
   if (!attr) PyErr_Clear();
   return attr;
 }

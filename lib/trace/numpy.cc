@@ -44,12 +44,6 @@ PyObject* NumpyModule() {
   return PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed
 }
 
-Object Attr(PyObject* o, const char* name) {
-  Object a = Object::Steal(PyObject_GetAttrString(o, name));
-  if (!a) PyErr_Clear();
-  return a;
-}
-
 // numpy's callables by identity -> the torch._numpy name of the same
 // function (by name, module by module, as torch._dynamo maps them).
 struct NumpyTarget {

@@ -859,6 +859,7 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
     }
     return Wrap(item, source);
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallUserSpecial(obj, "__getitem__", {index})) return *std::move(r);
   return Break(ir::GraphBreak::OTHER, absl::StrCat("subscript of ", Describe(*obj)),
                "index tensors, sequences, dicts or module containers");
 }
@@ -1065,6 +1066,10 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
       break;
     }
     default:
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallUserSpecial(container, "__contains__", {item})) {
+        if (!r->ok()) return r->status();
+        return Truthy(**r);
+      }
       return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' over ", Describe(*container)),
                    "membership is traced for Python values and containers of trackers");
   }

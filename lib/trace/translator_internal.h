@@ -34,6 +34,8 @@ bool IsAllowedFunctionTarget(absl::string_view target);
 // tuple, at any depth): a call without one is no graph node (calls.cc).
 bool HasTensor(const ops::Value& v);
 
+using python::Attr;
+
 // Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
 // program has not imported numpy.
 bool IsNumpyArray(PyObject* o);
@@ -300,9 +302,27 @@ class Translator {
   // tuple.__new__(cls, iterable), as a named tuple's __new__ calls it.
   std::optional<absl::StatusOr<VarPtr>> CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                      const Kwargs& kwargs);
+  // object.__getattribute__ as a value: super().__getattribute__ inside a
+  // class's own __getattribute__ (bound to the traced self), or the slot
+  // read from `object` (nothing for any other attribute).
+  std::optional<absl::StatusOr<VarPtr>> ObjectGetattribute(const VarPtr& obj, const std::string& name);
+  // Calling it: object.__getattribute__(obj, name), the generic read of an
+  // object read from the frame (GenericAttr); nothing for other callables.
+  std::optional<absl::StatusOr<VarPtr>> CallObjectGetattribute(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                               const Kwargs& kwargs);
+  // CPython's generic attribute read (PyObject_GenericGetAttr) of an object
+  // read from the frame, bypassing its class's own __getattribute__: a data
+  // descriptor of the class, then the instance __dict__, then the class.
+  absl::StatusOr<VarPtr> GenericAttr(const VarPtr& obj, const std::string& name);
+  absl::StatusOr<python::Object> InstanceDict(PyObject* o);
   // obj.name of a kUserObject, or of a named tuple made by the trace
   // (nothing: not a class attribute, the tuple's own methods answer).
   absl::StatusOr<VarPtr> UserObjectAttr(const VarPtr& obj, const std::string& name);
+  // What `found`, class cls_var's attribute `name`, reads as through obj:
+  // functions bind, staticmethod and classmethod unwrap, properties run
+  // their getter inlined; its identity is guarded through the class.
+  absl::StatusOr<VarPtr> ClassMember(const VarPtr& obj, const VarPtr& cls_var, const std::string& name,
+                                     PyObject* found);
   std::optional<absl::StatusOr<VarPtr>> UserTupleAttr(const VarPtr& obj, const std::string& name);
   absl::Status StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value);
   absl::StatusOr<bool> UserObjectHasAttr(const VarPtr& obj, const std::string& name);
@@ -313,6 +333,10 @@ class Translator {
   // iter(v) of an object of a Python class: type(v).__iter__ inlined; its
   // result must be an iterator the trace models. Nothing for other values.
   std::optional<absl::StatusOr<VarPtr>> UserIter(const VarPtr& v);
+  // type(v).<name>(v, *args) inlined, where that special method of an
+  // object of a Python class is a Python function (obj[k]: __getitem__,
+  // k in obj: __contains__); nothing otherwise.
+  std::optional<absl::StatusOr<VarPtr>> CallUserSpecial(const VarPtr& v, const char* name, std::vector<VarPtr> args);
   // a == b / a != b with a tracked instance: identity when neither side's
   // class defines its own comparison; anything else is a graph break.
   absl::StatusOr<VarPtr> UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b);
@@ -377,6 +401,11 @@ class Translator {
   absl::StatusOr<VarPtr> TensorAttr(const VarPtr& tensor, const std::string& name);
   // The path of super().name's entry in a base class's __dict__ (guarded by
   // identity when it is a function); null when it needs no path.
+  // super().get/keys/values/items/copy inside a method of a dict subclass
+  // read from the frame whose class keeps dict's item protocol: dict's
+  // method over its items (WrapDictItems); nothing otherwise.
+  std::optional<absl::StatusOr<VarPtr>> SuperDictMethod(const VarPtr& sup, const std::string& name);
+  absl::StatusOr<VarPtr> WrapDictItems(const python::Object& obj, SourcePtr source);
   absl::StatusOr<SourcePtr> SuperAttrSource(const VarPtr& sup, const std::string& name,
                                             const python::Object& value);
   // The Python class of the value a tracker stands for (empty: not known).

@@ -238,62 +238,186 @@ std::optional<absl::StatusOr<VarPtr>> Translator::UserTupleAttr(const VarPtr& ob
   return UserObjectAttr(obj, name);
 }
 
+absl::StatusOr<VarPtr> Translator::ClassMember(const VarPtr& obj, const VarPtr& cls_var, const std::string& name,
+                                               PyObject* found) {
+  const SourcePtr member_source = AttrOf(cls_var->source, name);
+  switch (KindOf(found)) {
+    case MemberKind::kFunction: {
+      guards_.IdMatch(member_source, Object::Borrow(found));
+      VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(found), member_source);
+      fn->self = obj;
+      return fn;
+    }
+    case MemberKind::kStatic:
+    case MemberKind::kClassMethod: {
+      Object f = StaticFunction(found);
+      if (!f || !PyFunction_Check(f.get())) break;
+      const bool static_method = KindOf(found) == MemberKind::kStatic;
+      // getattr(cls, name) is the function itself for a staticmethod, a
+      // method bound to cls for a classmethod.
+      SourcePtr fn_source = static_method ? member_source : AttrOf(member_source, "__func__");
+      guards_.IdMatch(fn_source, f);
+      VarPtr fn = Var::OfKind(VarKind::kFunction, f, fn_source);
+      if (!static_method) fn->self = cls_var;
+      return fn;
+    }
+    case MemberKind::kProperty: {
+      Object fget = Object::Steal(PyObject_GetAttrString(found, "fget"));
+      if (!fget) PyErr_Clear();
+      if (!fget || !PyFunction_Check(fget.get())) break;
+      // getattr(cls, name) is the property itself.
+      guards_.IdMatch(member_source, Object::Borrow(found));
+      SourcePtr fget_source = AttrOf(member_source, "fget");
+      VarPtr fn = Var::OfKind(VarKind::kFunction, fget, fget_source);
+      return Inline(fn, {obj}, {});
+    }
+    case MemberKind::kValue:
+      return Wrap(Object::Borrow(found), member_source);
+    case MemberKind::kOtherDescriptor:
+      break;
+  }
+  return Break(ir::GraphBreak::OTHER,
+               absl::StrCat("reading .", name, " of ", Describe(*obj), " runs a ", python::TypeName(Object::Borrow(found))),
+               "only functions, staticmethods, classmethods, properties and plain class attributes are traced");
+}
+
 absl::StatusOr<VarPtr> Translator::UserObjectAttr(const VarPtr& obj, const std::string& name) {
   if (name == "__class__") return obj->user_class;
-  const VarPtr& cls_var = obj->user_class;
-  PyObject* cls = cls_var->object.get();
-  PyObject* d = TypeLookup(cls, name.c_str());
-  const SourcePtr member_source = AttrOf(cls_var->source, name);
-  auto member = [&](PyObject* found) -> absl::StatusOr<VarPtr> {
-    switch (KindOf(found)) {
-      case MemberKind::kFunction: {
-        guards_.IdMatch(member_source, Object::Borrow(found));
-        VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(found), member_source);
-        fn->self = obj;
-        return fn;
-      }
-      case MemberKind::kStatic:
-      case MemberKind::kClassMethod: {
-        Object f = StaticFunction(found);
-        if (!f || !PyFunction_Check(f.get())) break;
-        const bool static_method = KindOf(found) == MemberKind::kStatic;
-        // getattr(cls, name) is the function itself for a staticmethod, a
-        // method bound to cls for a classmethod.
-        SourcePtr fn_source = static_method ? member_source : AttrOf(member_source, "__func__");
-        guards_.IdMatch(fn_source, f);
-        VarPtr fn = Var::OfKind(VarKind::kFunction, f, fn_source);
-        if (!static_method) fn->self = cls_var;
-        return fn;
-      }
-      case MemberKind::kProperty: {
-        Object fget = Object::Steal(PyObject_GetAttrString(found, "fget"));
-        if (!fget) PyErr_Clear();
-        if (!fget || !PyFunction_Check(fget.get())) break;
-        // getattr(cls, name) is the property itself.
-        guards_.IdMatch(member_source, Object::Borrow(found));
-        SourcePtr fget_source = AttrOf(member_source, "fget");
-        VarPtr fn = Var::OfKind(VarKind::kFunction, fget, fget_source);
-        return Inline(fn, {obj}, {});
-      }
-      case MemberKind::kValue:
-        return Wrap(Object::Borrow(found), member_source);
-      case MemberKind::kOtherDescriptor:
-        break;
-    }
-    return Break(ir::GraphBreak::OTHER,
-                 absl::StrCat("reading .", name, " of ", Describe(*obj), " runs a ", python::TypeName(Object::Borrow(found))),
-                 "only functions, staticmethods, classmethods, properties and plain class attributes are traced");
-  };
-  if (d != nullptr && IsDataDescriptor(d)) return member(d);  // a data descriptor wins over the instance
+  PyObject* d = TypeLookup(obj->user_class->object.get(), name.c_str());
+  if (d != nullptr && IsDataDescriptor(d)) {
+    return ClassMember(obj, obj->user_class, name, d);  // a data descriptor wins over the instance
+  }
   if (obj->kind == VarKind::kUserObject) {
     for (size_t i = 0; i < obj->keys.size(); ++i) {
       if (*python::AsString(obj->keys[i]->object) == name) return obj->items[i];
     }
   }
-  if (d != nullptr) return member(d);
+  if (d != nullptr) return ClassMember(obj, obj->user_class, name, d);
   return Break(ir::GraphBreak::OTHER,
                absl::StrCat(Describe(*obj), " has no attribute '", name, "'"),
                "the read raises AttributeError");
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::ObjectGetattribute(const VarPtr& obj, const std::string& name) {
+  if (name != "__getattribute__" || !obj->object) return std::nullopt;
+  PyObject* slot = ObjectMember("__getattribute__");
+  if (obj->kind == VarKind::kClass && obj->object.get() == reinterpret_cast<PyObject*>(&PyBaseObject_Type)) {
+    return absl::StatusOr<VarPtr>(Var::OfKind(VarKind::kOpaque, Object::Borrow(slot)));
+  }
+  if (obj->kind != VarKind::kOpaque || !obj->self || !obj->self->object ||
+      !PyObject_TypeCheck(obj->object.get(), &PySuper_Type)) {
+    return std::nullopt;
+  }
+  // super().__getattribute__: the first class after __thisclass__ in the
+  // MRO of self's type that defines one. Only object's is modelled; the
+  // class's own was guarded when it was inlined.
+  Object start = Attr(obj->object.get(), "__thisclass__");
+  PyObject* mro = Py_TYPE(obj->self->object.get())->tp_mro;
+  Py_ssize_t i = 0, n = mro ? PyTuple_GET_SIZE(mro) : 0;
+  while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
+  for (++i; i < n; ++i) {
+    PyObject* found = python::TypeDictItem(AsType(PyTuple_GET_ITEM(mro, i)), "__getattribute__");
+    if (found == nullptr) continue;
+    if (found != slot) return std::nullopt;
+    VarPtr bound = Var::OfKind(VarKind::kOpaque, Object::Borrow(slot));
+    bound->self = obj->self;
+    return absl::StatusOr<VarPtr>(bound);
+  }
+  return std::nullopt;
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallObjectGetattribute(const VarPtr& fn,
+                                                                         const std::vector<VarPtr>& args,
+                                                                         const Kwargs& kwargs) {
+  if (!fn->object || fn->object.get() != ObjectMember("__getattribute__") || !kwargs.empty()) return std::nullopt;
+  std::vector<VarPtr> all = args;
+  if (fn->self) all.insert(all.begin(), fn->self);
+  if (all.size() != 2 || !all[1]->is_constant() || !PyUnicode_Check(all[1]->object.get())) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER,
+                                        "object.__getattribute__ with other than an object and a str constant",
+                                        "the attribute's name must be known while tracing"));
+  }
+  return GenericAttr(all[0], *python::AsString(all[1]->object));
+}
+
+// The instance dict of `o` (its type has one). The guards read it as
+// obj.__dict__ through getattr, which runs the class's __getattribute__:
+// that must give the instance's own dict, or the read is a graph break.
+absl::StatusOr<Object> Translator::InstanceDict(PyObject* o) {
+  Object dict = Object::Steal(PyObject_GenericGetDict(o, nullptr));
+  if (!dict) return python::FetchError("reading an object's __dict__");
+  Object seen = Attr(o, "__dict__");
+  if (seen.get() != dict.get()) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("the __dict__ of a ", python::TypeName(Object::Borrow(o)),
+                              " reads as another object through getattr"),
+                 "");
+  }
+  return dict;
+}
+
+absl::StatusOr<VarPtr> Translator::GenericAttr(const VarPtr& obj, const std::string& name) {
+  PyObject* o = obj->object.get();
+  if (obj->kind != VarKind::kOpaque || o == nullptr || !obj->source) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("object.__getattribute__ of ", Describe(*obj)),
+                 "the generic read is traced for objects the frame reads, inside their class's __getattribute__");
+  }
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  absl::StatusOr<VarPtr> cls_var = Wrap(Object::Borrow(cls), Source::Attr(obj->source, "__class__"));
+  if (!cls_var.ok()) return cls_var.status();
+  if (name == "__class__") return *cls_var;
+  // PyObject_GenericGetAttr's order: a data descriptor of the class, the
+  // instance's __dict__, then any other class attribute.
+  PyObject* d = TypeLookup(cls, name.c_str());
+  if (name == "__dict__" && Py_TYPE(o)->tp_dictoffset != 0) {
+    // The instance's own dict (its class's __dict__ descriptor): every
+    // item is guarded, which also proves a key absent for .get().
+    absl::StatusOr<Object> dict = InstanceDict(o);
+    if (!dict.ok()) return dict.status();
+    return Wrap(*dict, Source::Attr(obj->source, "__dict__"));
+  }
+  if (d != nullptr && IsDataDescriptor(d)) return ClassMember(obj, *cls_var, name, d);
+  auto missing = [&] {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat(Describe(*obj), " has no attribute '", name, "'"),
+                 "the read raises AttributeError (a __getattr__ fallback is not traced)");
+  };
+  if (Py_TYPE(o)->tp_dictoffset != 0) {
+    absl::StatusOr<Object> dict = InstanceDict(o);
+    if (!dict.ok()) return dict.status();
+    Object key = python::FromString(name);
+    PyObject* value = PyDict_GetItemWithError(dict->get(), key.get());  // borrowed
+    if (value == nullptr && PyErr_Occurred()) return python::FetchError("reading an object's __dict__");
+    if (value != nullptr) {
+      return Wrap(Object::Borrow(value), Source::Item(Source::Attr(obj->source, "__dict__"), name));
+    }
+  }
+  if (d == nullptr) return missing();
+  // A class attribute an instance attribute could later shadow: the guards
+  // read it as getattr(obj, name), which must give what the generic read
+  // gives now (a method: the same function, bound to obj).
+  Object full = Object::Steal(PyObject_GetAttrString(o, name.c_str()));
+  if (!full) PyErr_Clear();
+  Object generic = Object::Steal(PyObject_GenericGetAttr(o, python::FromString(name).get()));
+  if (!generic) PyErr_Clear();
+  auto unbound = [](const Object& v) {
+    return v && PyMethod_Check(v.get()) ? PyMethod_Function(v.get()) : v.get();
+  };
+  if (!full || !generic || unbound(full) != unbound(generic)) {
+    return Break(ir::GraphBreak::OTHER,
+                 absl::StrCat("reading .", name, " of ", Describe(*obj),
+                              ": its class's __getattribute__ and object's give different answers"),
+                 "");
+  }
+  if (KindOf(d) == MemberKind::kFunction) {
+    SourcePtr fn_source = Source::Attr(Source::Attr(obj->source, name), "__func__");
+    guards_.IdMatch(fn_source, Object::Borrow(d));
+    VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+    fn->self = obj;
+    return fn;
+  }
+  if (KindOf(d) == MemberKind::kValue) return Wrap(Object::Borrow(d), Source::Attr(obj->source, name));
+  return ClassMember(obj, *cls_var, name, d);
 }
 
 absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
@@ -427,6 +551,25 @@ absl::StatusOr<VarPtr> Translator::UserObjectCompare(const std::string& op, cons
   }
   return Break(ir::GraphBreak::OTHER, absl::StrCat("comparing ", Describe(*a), " with ", Describe(*b)),
                "comparisons that run a class's own __eq__ or ordering are not traced");
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallUserSpecial(const VarPtr& v, const char* name,
+                                                                   std::vector<VarPtr> args) {
+  if (!v->object || (v->kind != VarKind::kUserObject && v->kind != VarKind::kOpaque)) return std::nullopt;
+  if (v->kind == VarKind::kOpaque && !v->source) return std::nullopt;
+  PyTypeObject* type = Py_TYPE(v->object.get());
+  if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;
+  // Special methods are looked up on the type (its metaclass plays no
+  // part); the trace relies on the very function, guarded through the
+  // class (an opaque object's type is guarded where it was read).
+  PyObject* d = TypeLookup(reinterpret_cast<PyObject*>(type), name);
+  if (d == nullptr || !PyFunction_Check(d)) return std::nullopt;
+  SourcePtr cls_source = v->kind == VarKind::kUserObject ? v->user_class->source : AttrOf(v->source, "__class__");
+  SourcePtr fn_source = AttrOf(cls_source, name);
+  guards_.IdMatch(fn_source, Object::Borrow(d));
+  VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+  args.insert(args.begin(), v);
+  return Inline(fn, std::move(args), {});
 }
 
 std::optional<absl::StatusOr<VarPtr>> Translator::UserIter(const VarPtr& v) {

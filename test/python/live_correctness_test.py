@@ -687,6 +687,73 @@ def attribute_protocol_with_super_in_eager_frames():
 
 
 @minimal
+def issue15_attribute_protocols_inlined():
+    """transformers' shapes, traced instead of broken on: a config whose
+    __getattribute__ maps names through attribute_map and reads its own
+    __dict__ (PretrainedConfig), a property over it, a dict subclass whose
+    get() is super().get (the output-capturing registry), and a Mapping whose
+    `in` and [] are its own Python methods (AttentionInterface). One graph;
+    each fact the trace read is guarded: changing it recaptures."""
+    import collections.abc
+
+    class Config:
+        attribute_map = {"width": "hidden"}
+
+        def __init__(self, hidden, impl="sdpa"):
+            self.hidden = hidden
+            self._impl = impl
+
+        def __getattribute__(self, key):
+            spec = super().__getattribute__("__dict__").get("_spec")
+            if spec is not None and key in spec:
+                raise AttributeError(key)
+            if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+                key = super().__getattribute__("attribute_map")[key]
+            return super().__getattribute__(key)
+
+        @property
+        def impl(self):
+            return self._impl
+
+    class Registry(dict):
+        def get(self, key):
+            return super().get(key) or {}
+
+    class Interface(collections.abc.Mapping):
+        _global = {"sdpa": lambda x: x * 2, "eager": lambda x: x - 1}
+
+        def __getitem__(self, key):
+            return self._global[key]
+
+        def __iter__(self):
+            return iter(self._global)
+
+        def __len__(self):
+            return len(self._global)
+
+    registry = Registry(a={"scale": 3})
+    interface = Interface()
+
+    def f(x, cfg):
+        fn = interface[cfg.impl] if cfg.impl in interface else None
+        device_flag = 0 if x.is_cpu else 1  # a tensor's device flags read from its guarded device
+        return fn(x) * cfg.width + registry.get("a").get("scale", 0) + len(registry.get("b")) + device_flag
+
+    ok = check("getattribute_inlined", f, [(X, Config(3)), (X * 2, Config(3))], expect_graphs=1)
+    ok &= check("getattribute_guards", f, [(X, Config(3)), (X, Config(4)), (X, Config(4, "eager"))],
+                expect_graphs=3)
+    counter = Counter()
+    opt = dynamo.optimize(counter)(f)
+    opt(X, Config(2))
+    registry["a"] = {"scale": 5}  # the registry's items are guarded
+    ok &= same(opt(X, Config(2)), f(X, Config(2))) and counter.graphs == 2
+    registry["a"] = {"scale": 3}
+    if not ok:
+        FAILURES.append("getattribute_registry: the dict subclass's items are not guarded")
+    return ok
+
+
+@minimal
 def issue15_ops_without_registry_entry():
     """Torch operators the op registry lacks, inferred by torch's meta kernels:
     one graph each, equal to eager; random ones draw eager's random numbers

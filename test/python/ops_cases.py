@@ -596,8 +596,14 @@ def _cat(name):
     yield ([T(), T()],), {}
     yield ([T(2, 3)],), {"dim": 1}
     yield ((T(2, 3, requires_grad=True), T(2, 3)),), {}
-    for la, lb in [("channels_last", "channels_last"), ("channels_last", "contiguous"), ("permuted", "permuted")]:
+    # The output's layout: at::cat's compute_output_memory_format.
+    for la, lb in [("channels_last", "channels_last"), ("channels_last", "contiguous"), ("permuted", "permuted"),
+                   ("contiguous", "channels_last"), ("strided", "strided"), ("expanded", "channels_last"),
+                   ("transposed", "transposed"), ("channels_last", "strided")]:
         yield ([T(2, 3, 4, 5, layout=la), T(2, 3, 4, 5, layout=lb)], 1), {}
+        yield ([T(2, 3, 4, 5, layout=la), T(2, 3, 4, 5, layout=lb)], 0), {}
+    for la in ("permuted", "strided", "transposed"):
+        yield ([T(2, 3, 4, 5, 2, layout=la), T(2, 3, 4, 5, 2)], 1), {}
 
 
 @gen("torch.stack")
@@ -893,6 +899,16 @@ def _sdpa(name):
     yield (T(4, 5, 8), T(2, 6, 8), T(2, 6, 3)), {"enable_gqa": True}
     # Layouts, which decide the backend: nn.MultiheadAttention's heads are
     # views of (L, B*H, E) projections; value width equal to the query's.
+    # timm's and GPT-2's: one (B, N, 3*H*E) projection cut into q, k and v,
+    # heads permuted to (B, H, N, E) without a copy (not dense).
+    def fused(b, h, n, e, which, **kw):
+        return Spec((b, h, n, e), values=lambda shape: torch.randn(b, n, 3 * h * e).reshape(b, n, 3, h, e)
+                    .permute(2, 0, 3, 1, 4)[which], **kw)
+
+    def split(b, h, n, e, which, **kw):
+        return Spec((b, h, n, e), values=lambda shape: torch.randn(b, n, 3 * h * e).split(h * e, dim=2)[which]
+                    .view(b, n, h, e).transpose(1, 2), **kw)
+
     def heads(b, h, n, e, **kw):
         return Spec((b, h, n, e), values=lambda shape: torch.randn(shape[2], shape[0] * shape[1], shape[3])
                     .transpose(0, 1).reshape(shape), **kw)
@@ -902,6 +918,9 @@ def _sdpa(name):
         yield (T(2, 4, 5, 8, dtype=d, layout="permuted"),) + same[1:], {}
         yield (T(2, 4, 5, 8, dtype=d, layout="transposed"),) + same[1:], {}
         yield (heads(2, 4, 5, 8, dtype=d), heads(2, 4, 6, 8, dtype=d), heads(2, 4, 6, 8, dtype=d)), {}
+        yield (fused(2, 4, 5, 8, 0, dtype=d), fused(2, 4, 5, 8, 1, dtype=d), fused(2, 4, 5, 8, 2, dtype=d)), {}
+        yield (split(2, 4, 5, 8, 0, dtype=d), split(2, 4, 5, 8, 1, dtype=d), split(2, 4, 5, 8, 2, dtype=d)), {}
+        yield (fused(2, 4, 5, 8, 0, dtype=d), T(2, 4, 5, 8, dtype=d), T(2, 4, 5, 8, dtype=d)), {"is_causal": True}
     for kw in [{}, {"is_causal": True}, {"dropout_p": 0.3}, {"scale": 0.5},
                {"attn_mask": T(5, 6, dtype=torch.bool)}, {"attn_mask": T(1, 1, 5, 6)}]:
         yield (heads(2, 4, 5, 8), heads(2, 4, 6, 8), heads(2, 4, 6, 8)), kw
