@@ -271,6 +271,13 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     }
     return v;
   }
+  if (!source && Py_TYPE(o) == &PyDictProxy_Type) {
+    // A read-only view read from a Python value (a Signature's parameters):
+    // its items, as a dict the trace cannot change.
+    Object items = Object::Steal(PyDict_New());
+    if (!items || PyDict_Update(items.get(), o) < 0) return python::FetchError("reading a mappingproxy");
+    return WrapDictItems(items, nullptr);
+  }
   if (IsInstanceOf(o, "Tensor")) return WrapTensor(obj, source);
   if (IsNumpyArray(o)) return WrapNdarray(obj, source);
   if (IsInstanceOf(o, "dtype")) {
@@ -324,7 +331,10 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     absl::StatusOr<VarPtr> self = Wrap(Object::Borrow(PyMethod_Self(o)),
                                        source ? Source::Attr(source, "__self__") : nullptr);
     if (!self.ok()) return self.status();
-    absl::StatusOr<VarPtr> fn = Wrap(Object::Borrow(PyMethod_Function(o)), nullptr);
+    // Which function it binds is guarded as m.__func__: another method of
+    // the same object is another program.
+    absl::StatusOr<VarPtr> fn = Wrap(Object::Borrow(PyMethod_Function(o)),
+                                     source ? Source::Attr(source, "__func__") : nullptr);
     if (!fn.ok()) return fn.status();
     (*fn)->self = *self;
     return *fn;
@@ -1955,6 +1965,11 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
           PyFunction_Check(PyMethod_Function(value.get()))) {
         SourcePtr fn_source = obj->source && !obj->self
                                   ? Source::Attr(Source::Attr(obj->source, name), "__func__") : super_source;
+        // The function it binds (a class attribute someone may reassign
+        // between calls) is what the trace inlines: guarded by identity.
+        if (fn_source && fn_source != super_source) {
+          guards_.IdMatch(fn_source, Object::Borrow(PyMethod_Function(value.get())));
+        }
         VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(PyMethod_Function(value.get())), fn_source);
         fn->self = obj->self ? obj->self : obj;
         return fn;

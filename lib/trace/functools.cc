@@ -6,6 +6,8 @@
 //   functools.reduce(f, it[, initial])  f applied left to right, pulling
 //                                       from `it` lazily
 //   itertools.chain(*its), islice(...)  lazy adapters (generators.cc)
+//   inspect.signature(f)                f's Signature, a constant, for a
+//                                       Python function of guarded identity
 //
 // A partial passed in from outside is its function, args and keywords, each
 // read from the real object through its path (p.func, p.args, p.keywords)
@@ -144,8 +146,40 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallItertool(const VarPtr& fn,
   return R(made);
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::InspectSignature(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                                    const Kwargs& kwargs) {
+  if (!fn->object || !Is(fn, "inspect", "signature") || args.size() != 1 || !kwargs.empty()) return std::nullopt;
+  const VarPtr& target = args[0];
+  PyObject* f = target->object.get();
+  if (target->kind != VarKind::kFunction || f == nullptr || !PyFunction_Check(f) || !target->source) {
+    return std::nullopt;
+  }
+  if (target->self && !target->self->object) return std::nullopt;  // a method of an object the trace made
+  // A Python function of guarded identity: its signature is its code's
+  // parameters, its defaults (guarded where they are) and annotations,
+  // unless __wrapped__ or __signature__ redirect it (left to be inlined).
+  for (const char* redirect : {"__wrapped__", "__signature__"}) {
+    if (PyObject_HasAttrString(f, redirect)) return std::nullopt;
+  }
+  guards_.IdMatch(target->source, target->object);
+  for (const char* defaults : {"__defaults__", "__kwdefaults__"}) {
+    absl::StatusOr<VarPtr> d = Wrap(Attr(f, defaults), Source::Attr(target->source, defaults));
+    if (!d.ok()) return absl::StatusOr<VarPtr>(d.status());
+  }
+  Object callable = target->object;
+  if (target->self) {
+    callable = Object::Steal(PyMethod_New(f, target->self->object.get()));
+    if (!callable) return absl::StatusOr<VarPtr>(python::FetchError("binding a method"));
+  }
+  absl::StatusOr<Object> sig = python::Call(Object::Borrow(fn->object.get()), {callable});
+  if (!sig.ok()) return std::nullopt;  // inlined instead: it raises there as it would here
+  // A Signature and its Parameters are immutable: a Python value.
+  return absl::StatusOr<VarPtr>(Var::Constant(*sig));
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
                                                                 Kwargs& kwargs) {
+  if (std::optional<absl::StatusOr<VarPtr>> r = InspectSignature(fn, args, kwargs)) return r;
   if (fn->kind == VarKind::kPartial) {
     std::vector<VarPtr> all = fn->defaults->items;
     all.insert(all.end(), args.begin(), args.end());

@@ -205,6 +205,8 @@ class Translator {
   // --- the standard library's functional helpers (functools.cc) ---
   // functools.partial/reduce, itertools.chain/islice and calls of a
   // partial. Nothing when `fn` is none of those.
+  std::optional<absl::StatusOr<VarPtr>> InspectSignature(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                         const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> CallFunctools(const VarPtr& fn, std::vector<VarPtr>& args,
                                                       Kwargs& kwargs);
   // itertools.count/repeat/cycle/accumulate/groupby, lazy (MakeItertool).

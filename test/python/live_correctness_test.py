@@ -1400,6 +1400,14 @@ def run_guards():
         return o
     P = collections.namedtuple("P", "a b")
     o1, o2 = Obj(), Obj()
+
+    class Methods:
+        def plus(self, x):
+            return x + 1
+
+        def times(self, x):
+            return x * 10
+    methods = Methods()
     p = torch.nn.Parameter(torch.ones(3))
     tests = [
         ("x is y: distinct -> same", lambda x, y: x + 1 if x is y else x - y, (a, b), (a, a)),
@@ -1432,10 +1440,36 @@ def run_guards():
         ("partial -> function", lambda x, p: p(x), (a, functools.partial(torch.neg)), (a, torch.sin)),
         ("'in' over a str argument", lambda x, s: x + 1 if "ab" in s else x - 1, (a, "xx"), (a, "xabx")),
         ("class attribute through super()", None, None, None),
+        ("bound method argument: another method of the same object",
+         lambda x, f: f(x), (a, methods.plus), (a, methods.times)),
+        ("a method reassigned on the class", None, None, None),
     ]
     passed = 0
     for name, fn, first, second in tests:
-        if fn is None:
+        if name == "a method reassigned on the class":
+            # self.helper(x) in a module and obj.m(x) on an argument: the
+            # class's function is guarded, so monkeypatching it recaptures.
+            class Helper(torch.nn.Module):
+                def helper(self, x):
+                    return x + 1
+
+                def forward(self, x):
+                    return self.helper(x)
+            m, counter = Helper(), Counter()
+            opt = dynamo.optimize(counter)(m)
+            r1 = opt(a)
+            Helper.helper = lambda self, x: x * 10
+            r2 = opt(a)
+            counter2 = Counter()
+            opt2 = dynamo.optimize(counter2)(lambda x, o: o.plus(x))
+            r3 = opt2(a, methods)
+            Methods.plus = lambda self, x: x - 5
+            r4 = opt2(a, methods)
+            ok = same(r1, a + 1) and same(r2, a * 10) and same(r3, a + 1) and same(r4, a - 5) and \
+                counter.graphs == 2 and counter2.graphs == 2
+            if not ok:
+                FAILURES.append(f"GUARD {name}: {r1}, {r2}, {r3}, {r4}, {counter.graphs}, {counter2.graphs} captures")
+        elif fn is None:
             class A:
                 v = 1
 
