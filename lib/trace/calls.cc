@@ -209,7 +209,17 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     return Var::Constant(obj, source);
   }
   if (IsImmutableConstant(o)) {
-    if (!PyCode_Check(o)) guards_.EqualsMatch(source, obj);
+    // A subclass of int or str (an Enum member such as timm's Format.NHWC,
+    // an IntEnum) is no IR constant: an equal plain value is not it. Its
+    // identity is guarded (Enum members are singletons).
+    const bool exact = PyLong_CheckExact(o) || PyUnicode_CheckExact(o) || PyFloat_CheckExact(o) ||
+                       PyBytes_CheckExact(o) || PyComplex_CheckExact(o) || PyBool_Check(o) || o == Py_None ||
+                       o == Py_Ellipsis;
+    if (!exact && !PyCode_Check(o)) {
+      guards_.IdMatch(source, obj);
+    } else if (!PyCode_Check(o)) {
+      guards_.EqualsMatch(source, obj);
+    }
     return Var::Constant(obj, source);
   }
   if (auto it = op_names_.find(o); it != op_names_.end()) {

@@ -754,6 +754,30 @@ def issue15_attribute_protocols_inlined():
 
 
 @minimal
+def issue15_enum_members_are_guarded_by_identity():
+    """A str or int Enum member read from the frame (timm's Format.NHWC): it
+    is no plain constant, so its guard is identity; before, its guard could
+    never hold and every model using one ran eagerly."""
+    import enum
+
+    class Fmt(str, enum.Enum):
+        NCHW = "NCHW"
+        NHWC = "NHWC"
+
+    class K(enum.IntEnum):
+        A = 1
+        B = 2
+
+    def f(x, fmt, k):
+        if fmt == Fmt.NHWC:
+            x = x.permute(0, 2, 3, 1)
+        return x * int(k)
+    x = torch.ones(1, 2, 3, 4)
+    return check("enum_members", f, [(x, Fmt.NHWC, K.A), (x, Fmt.NHWC, K.A), (x, Fmt.NCHW, K.A),
+                                     (x, Fmt.NHWC, K.B), (x, "NHWC", 1)], expect_graphs=4)
+
+
+@minimal
 def issue15_ops_without_registry_entry():
     """Torch operators the op registry lacks, inferred by torch's meta kernels:
     one graph each, equal to eager; random ones draw eager's random numbers
