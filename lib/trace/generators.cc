@@ -21,6 +21,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "lib/bytecode/opcodes.h"
 #include "lib/python/error.h"
 #include "lib/trace/translator_internal.h"
@@ -611,10 +612,68 @@ std::optional<absl::StatusOr<VarPtr>> Translator::LazyOverList(const std::string
   return LazyAdapter(name, args, kwargs);
 }
 
+namespace {
+
+// Where nn.Module's generators look for each kind of member.
+const char* MemberDict(absl::string_view kind) {
+  if (kind == "parameters") return "_parameters";
+  if (kind == "buffers") return "_buffers";
+  return "_modules";
+}
+
+// The path to a module's member `name` in its dict (module._modules['0'],
+// module._parameters['weight']): exact whatever the name, where an
+// attribute read could find a class attribute first.
+SourcePtr MemberPath(const SourcePtr& module, const char* dict, const std::string& name) {
+  return Source::Item(Source::Attr(module, dict), name);
+}
+
+}  // namespace
+
+absl::Status Translator::GuardModuleTree(PyObject* module, const SourcePtr& source, bool recurse,
+                                         absl::string_view kind, absl::flat_hash_set<PyObject*>& seen) {
+  if (!seen.insert(module).second) return absl::OkStatus();
+  // The children: the dict's type, length and every entry (a module's
+  // identity, or None).
+  python::Object children = Attr(module, "_modules");
+  if (!children || !PyDict_Check(children.get())) return absl::InternalError("a module without _modules");
+  absl::StatusOr<VarPtr> wrapped = Wrap(children, Source::Attr(source, "_modules"));
+  if (!wrapped.ok()) return wrapped.status();
+  if (kind != "modules" && kind != "children") {
+    // Parameters or buffers: which names hold a tensor and which hold None
+    // (skipped by the generators); the tensors themselves are guarded where
+    // they are yielded.
+    const char* dict_name = MemberDict(kind);
+    python::Object members = Attr(module, dict_name);
+    if (!members || !PyDict_Check(members.get())) return absl::InternalError("a module without its members");
+    SourcePtr dict_source = Source::Attr(source, dict_name);
+    guards_.LengthMatch(dict_source, PyDict_Size(members.get()));
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(members.get(), &pos, &key, &value)) {
+      absl::StatusOr<std::string> name = python::AsString(python::Object::Borrow(key));
+      if (!name.ok()) return name.status();
+      if (value == Py_None) guards_.EqualsMatch(Source::Item(dict_source, *name), python::Object::Borrow(value));
+    }
+  }
+  if (!recurse) return absl::OkStatus();
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(children.get(), &pos, &key, &value)) {
+    if (value == Py_None) continue;
+    absl::StatusOr<std::string> name = python::AsString(python::Object::Borrow(key));
+    if (!name.ok()) return name.status();
+    if (absl::Status s = GuardModuleTree(value, MemberPath(source, "_modules", *name), true, kind, seen); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallModuleTreeGenerator(
     const VarPtr& fn, const std::vector<VarPtr>& args, const Kwargs& kwargs) {
   if (!fn->self || fn->self->kind != VarKind::kNNModule || !fn->object ||
-      !PyFunction_Check(fn->object.get())) {
+      !PyFunction_Check(fn->object.get()) || !fn->self->source) {
     return std::nullopt;
   }
   PyObject* code = PyFunction_GetCode(fn->object.get());
@@ -624,36 +683,71 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallModuleTreeGenerator(
   absl::StatusOr<std::string> name = qualname ? python::AsString(qualname) : absl::NotFoundError("");
   PyErr_Clear();
   // torch's own implementations (not an override): they only read the
-  // module tree, so running them for real has no effect to replay.
-  static constexpr absl::string_view kTree[] = {"Module.modules", "Module.children",
-                                                "Module.named_modules", "Module.named_children"};
-  if (!name.ok() || std::find(std::begin(kTree), std::end(kTree), *name) == std::end(kTree)) {
+  // module tree, so running them for real has no effect to replay. Each is
+  // run as its named_ form, whose names are the paths of what it yields.
+  static constexpr std::pair<absl::string_view, absl::string_view> kTree[] = {
+      {"Module.modules", "modules"},       {"Module.named_modules", "modules"},
+      {"Module.children", "children"},     {"Module.named_children", "children"},
+      {"Module.parameters", "parameters"}, {"Module.named_parameters", "parameters"},
+      {"Module.buffers", "buffers"},       {"Module.named_buffers", "buffers"}};
+  if (!name.ok()) return std::nullopt;
+  const auto* entry = std::find_if(std::begin(kTree), std::end(kTree), [&](const auto& e) { return e.first == *name; });
+  if (entry == std::end(kTree)) return std::nullopt;
+  const absl::string_view kind = entry->second;
+  const bool named = absl::StartsWith(*name, "Module.named_");
+  // Only the arguments that keep names as paths from the module: modules'
+  // memo and prefix, and parameters'/buffers' recurse flag.
+  bool recurse = kind == "modules";
+  if (kind == "parameters" || kind == "buffers") {
+    recurse = true;
+    // parameters(recurse) takes it by position; named_parameters' first
+    // positional is the prefix.
+    if (kwargs.size() > 1 || args.size() > (named ? 0u : 1u) || args.size() + kwargs.size() > 1) return std::nullopt;
+    const VarPtr* flag = !args.empty() ? &args[0] : nullptr;
+    for (const auto& [k, v] : kwargs) {
+      if (k != "recurse") return std::nullopt;
+      flag = &v;
+    }
+    if (flag) {
+      if (!(*flag)->is_constant() || !PyBool_Check((*flag)->object.get())) return std::nullopt;
+      recurse = (*flag)->object.get() == Py_True;
+    }
+  } else if (!args.empty() || !kwargs.empty()) {
     return std::nullopt;
   }
-  std::vector<python::Object> py_args = {fn->self->object};
-  for (const VarPtr& a : args) {
-    absl::StatusOr<python::Object> o = ToPython(a);
-    if (!o.ok()) return std::nullopt;
-    py_args.push_back(*o);
+  PyObject* module = fn->self->object.get();
+  absl::flat_hash_set<PyObject*> seen;
+  if (absl::Status s = GuardModuleTree(module, fn->self->source, recurse, kind, seen); !s.ok()) {
+    return absl::StatusOr<VarPtr>(s);
   }
-  python::Object kw = python::Object::Steal(PyDict_New());
-  for (const auto& [k, v] : kwargs) {
-    absl::StatusOr<python::Object> o = ToPython(v);
-    if (!o.ok()) return std::nullopt;
-    PyDict_SetItemString(kw.get(), k.c_str(), o->get());
+  std::string method = absl::StrCat("named_", kind);
+  python::Object bound = Attr(module, method.c_str());
+  python::Object call_kwargs = python::Object::Steal(PyDict_New());
+  if (kind == "parameters" || kind == "buffers") {
+    PyDict_SetItemString(call_kwargs.get(), "recurse", recurse ? Py_True : Py_False);
   }
-  python::Object generator = python::Object::Steal(
-      PyObject_Call(fn->object.get(), python::MakeTuple(py_args).get(), kw.get()));
+  python::Object no_args = python::Object::Steal(PyTuple_New(0));
+  python::Object generator = bound ? python::Object::Steal(PyObject_Call(bound.get(), no_args.get(), call_kwargs.get()))
+                                   : python::Object();
   python::Object list = generator ? python::Object::Steal(PySequence_List(generator.get()))
                                   : python::Object();
   if (!list) return absl::StatusOr<VarPtr>(python::FetchError(*name));
-  // The modules are read without sources: like the hooks Call() checks,
-  // the module tree is taken as fixed for the life of the capture.
   std::vector<VarPtr> items;
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) {
-    absl::StatusOr<VarPtr> w = Wrap(python::Object::Borrow(PyList_GET_ITEM(list.get(), i)), nullptr);
+    PyObject* pair = PyList_GET_ITEM(list.get(), i);
+    absl::StatusOr<std::string> dotted = python::AsString(python::Object::Borrow(PyTuple_GET_ITEM(pair, 0)));
+    if (!dotted.ok()) return absl::StatusOr<VarPtr>(dotted.status());
+    // The dotted name is the path: modules through _modules, then the
+    // member in its own dict.
+    SourcePtr path = fn->self->source;
+    std::vector<std::string> parts = absl::StrSplit(*dotted, '.', absl::SkipEmpty());
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const bool last = k + 1 == parts.size();
+      path = MemberPath(path, last ? MemberDict(kind) : "_modules", parts[k]);
+    }
+    absl::StatusOr<VarPtr> w = Wrap(python::Object::Borrow(PyTuple_GET_ITEM(pair, 1)), path);
     if (!w.ok()) return absl::StatusOr<VarPtr>(w.status());
-    items.push_back(*w);
+    items.push_back(named ? Var::Tuple({Var::Constant(python::FromString(*dotted)), *w}) : *w);
   }
   return absl::StatusOr<VarPtr>(Var::Iterator(std::move(items)));
 }

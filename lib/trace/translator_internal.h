@@ -196,11 +196,17 @@ class Translator {
   // `a == b` as a truth value (groupby compares keys so).
   absl::StatusOr<bool> KeysEqual(const VarPtr& a, const VarPtr& b);
   // nn.Module's own generator methods over its module tree (modules,
-  // children, named_modules, named_children): read from the real module, an
-  // iterator over the result. Nothing for any other function.
+  // children, parameters, buffers and their named_ forms): read from the
+  // real module, an iterator over what they yield, each with its path from
+  // the module. Nothing for any other function or arguments.
   std::optional<absl::StatusOr<VarPtr>> CallModuleTreeGenerator(const VarPtr& fn,
                                                                 const std::vector<VarPtr>& args,
                                                                 const Kwargs& kwargs);
+  // Guards the part of the module tree under `module` (at `source`) that
+  // those generators read: every _modules dict on the way (its entries'
+  // identities), and for parameters/buffers which names hold None.
+  absl::Status GuardModuleTree(PyObject* module, const SourcePtr& source, bool recurse, absl::string_view kind,
+                               absl::flat_hash_set<PyObject*>& seen);
 
   // --- the standard library's functional helpers (functools.cc) ---
   // functools.partial/reduce, itertools.chain/islice and calls of a

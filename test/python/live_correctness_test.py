@@ -1467,10 +1467,38 @@ def run_guards():
         ("bound method argument: another method of the same object",
          lambda x, f: f(x), (a, methods.plus), (a, methods.times)),
         ("a method reassigned on the class", None, None, None),
+        ("a child module replaced, read through children()", None, None, None),
     ]
     passed = 0
     for name, fn, first, second in tests:
-        if name == "a method reassigned on the class":
+        if name == "a child module replaced, read through children()":
+            # nn.Module's generators over its tree: what they yield has a
+            # path, and the tree they walked is guarded.
+            class Chain(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.a, self.b = torch.nn.ReLU(), torch.nn.Sigmoid()
+                    self.lin = torch.nn.Linear(3, 3)
+
+                def forward(self, x):
+                    for block in self.children():
+                        x = block(x)
+                    total = sum(p.sum() for n, p in self.named_parameters() if n.endswith("weight"))
+                    return x + total + len(list(self.modules()))
+            m, counter = Chain(), Counter()
+            opt = dynamo.optimize(counter)(m)
+            x3 = torch.ones(2, 3)
+            results = [same(opt(x3), m(x3))]
+            m.b = torch.nn.Tanh()
+            results.append(same(opt(x3), m(x3)))
+            m.lin.bias = None
+            results.append(same(opt(x3), m(x3)))
+            m.lin.weight = torch.nn.Parameter(torch.full((3, 3), 2.0))
+            results.append(same(opt(x3), m(x3)))
+            ok = all(results) and counter.graphs == 4
+            if not ok:
+                FAILURES.append(f"GUARD {name}: {results}, {counter.graphs} captures")
+        elif name == "a method reassigned on the class":
             # self.helper(x) in a module and obj.m(x) on an argument: the
             # class's function is guarded, so monkeypatching it recaptures.
             class Helper(torch.nn.Module):
