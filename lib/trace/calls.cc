@@ -158,6 +158,12 @@ std::string AttributeTarget(const Source& source) {
     });
     const bool dunder = part.size() > 4 && absl::StartsWith(part, "__") && absl::EndsWith(part, "__");
     if (part.empty() || dunder || (!index && std::isdigit(static_cast<unsigned char>(part[0])))) walkable = false;
+    // The loader makes each step a submodule: a name nn.Module already has
+    // (a dict key "cpu", as timm's LeViT caches its biases by device) can
+    // be no attribute of one.
+    if (Object module = TorchAttr("nn.Module"); !index && module && PyObject_HasAttrString(module.get(), part.c_str())) {
+      walkable = false;
+    }
   }
   const char* sep = walkable ? "." : "_";
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {

@@ -772,8 +772,19 @@ def issue15_enum_members_are_guarded_by_identity():
         if fmt == Fmt.NHWC:
             x = x.permute(0, 2, 3, 1)
         return x * int(k)
+    class Cached(torch.nn.Module):
+        """A tensor in a dict attribute under a key nn.Module also has as
+        an attribute (LeViT's attention-bias cache keyed by device)."""
+        def __init__(self):
+            super().__init__()
+            self.cache = {"cpu": torch.ones(3), "to": torch.ones(3) * 2}
+
+        def forward(self, x):
+            return x + self.cache["cpu"] * self.cache["to"]
+    ok = check("dict_key_named_like_a_module_method", Cached(), [(torch.ones(3),), (torch.ones(3),)],
+               expect_graphs=1)
     x = torch.ones(1, 2, 3, 4)
-    return check("enum_members", f, [(x, Fmt.NHWC, K.A), (x, Fmt.NHWC, K.A), (x, Fmt.NCHW, K.A),
+    return ok & check("enum_members", f, [(x, Fmt.NHWC, K.A), (x, Fmt.NHWC, K.A), (x, Fmt.NCHW, K.A),
                                      (x, Fmt.NHWC, K.B), (x, "NHWC", 1)], expect_graphs=4)
 
 
