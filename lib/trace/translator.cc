@@ -613,6 +613,13 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
   if (a->kind == VarKind::kList && (name == "iadd" || name == "imul")) return ListInPlace(name, a, b);
   if (a->is_ndarray || b->is_ndarray) return NdarrayOperator(name, {a, b});
   if (a->is_tensor() || b->is_tensor()) {
+    // A Python number has no in-place slot: `n += t` is `n = n + t`
+    // (T5's relative_buckets = 0; relative_buckets += ...).
+    if (name[0] == 'i' && !a->is_tensor() && a->is_constant() &&
+        (PyLong_Check(a->object.get()) || PyFloat_Check(a->object.get()) || PyComplex_Check(a->object.get()))) {
+      std::string plain = name == "iand" ? "and_" : name == "ior" ? "or_" : name == "ixor" ? "xor" : name.substr(1);
+      return CallOp(absl::StrCat("operator.", plain), ir::Node::CALL_FUNCTION, {a, b}, {});
+    }
     if (name[0] == 'i' && name != "iand" && a->is_tensor() && a->source && !allow_breaks_) {
       return Break(ir::GraphBreak::SIDE_EFFECT,
                    absl::StrCat("in-place '", name, "' on the input ", a->source->ToString()),

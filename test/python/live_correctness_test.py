@@ -789,6 +789,23 @@ def issue15_enum_members_are_guarded_by_identity():
 
 
 @minimal
+def issue15_number_augmented_by_tensor():
+    """`n += t` with a Python number n (T5's relative position buckets): a
+    number has no in-place slot, so it is n + t; before, a graph break."""
+    def f(x):
+        r = 0
+        r += (x > 0).to(torch.long) * 3
+        s = 1.5
+        s *= x
+        k = 7
+        k //= x.clamp(min=1)
+        b = True
+        b &= x > 0
+        return r, s, k, b
+    return check("number_inplace_tensor", f, [(torch.tensor([1.0, -2.0, 3.0]),)], expect_graphs=1)
+
+
+@minimal
 def issue15_ops_without_registry_entry():
     """Torch operators the op registry lacks, inferred by torch's meta kernels:
     one graph each, equal to eager; random ones draw eager's random numbers
