@@ -132,6 +132,21 @@ TRAINS = {"resnet18", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", 
           "swin_t", "bert", "gpt2", "t5", "llama", "timm_convnext_atto", "timm_efficientnet_b0",
           "timm_vit_tiny", "timm_swin_tiny", "timm_mixer"}
 
+# Every model where dynamo makes more graphs than torch._dynamo 2.14, with
+# the reason (the test fails on one not listed, and on a listed one that no
+# longer is above, so the list stays true).
+_MODEL_OUTPUT = ("transformers' ModelOutput (a dataclass over OrderedDict whose __post_init__ "
+                 "fills its items) is not constructed in a trace: each forward that returns "
+                 "one ends its graph there; torch._dynamo models the class specially")
+ABOVE_TORCH = {
+    "bert": _MODEL_OUTPUT,
+    "gpt2": _MODEL_OUTPUT + "; DynamicCache(config=...) builds a _PerLayerConfigView and iterates "
+                            "it through a generator made outside the trace",
+    "t5": _MODEL_OUTPUT + "; copy.deepcopy(config) (id() of an object); the DynamicCache as GPT-2's",
+    "llama": _MODEL_OUTPUT + "; os.environ read in forward (a dict with bytes keys); the DynamicCache "
+                             "as GPT-2's",
+}
+
 # ---------------------------------------------------------------------------
 
 
@@ -303,10 +318,20 @@ def main():
     at_most = sum(r["graphs"] <= r["their_graphs"] for r in compared)
     print(f"zoo: {len(rows)} runs, {len(rows) - len(bad)} equal to eager; graphs at most torch._dynamo's "
           f"on {at_most}/{len(compared)}")
+    above = {r["model"] for r in compared if r["graphs"] > r["their_graphs"]}
+    for name in sorted(above):
+        print(f"  above torch._dynamo: {name}: {ABOVE_TORCH.get(name, 'NO REASON LISTED')}")
+    unlisted = sorted(above - set(ABOVE_TORCH))
+    # A listed model every run of which is at or below torch._dynamo's count.
+    stale = sorted({r["model"] for r in compared if r["model"] in ABOVE_TORCH} - above)
+    for name in unlisted:
+        print(f"zoo: {name} makes more graphs than torch._dynamo and ABOVE_TORCH gives no reason")
+    for name in stale:
+        print(f"zoo: {name} is listed in ABOVE_TORCH but is no longer above torch._dynamo: remove it")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    return 1 if bad else 0
+    return 1 if bad or unlisted or stale else 0
 
 
 if __name__ == "__main__":
