@@ -640,9 +640,9 @@ absl::Status Translator::GuardModuleTree(PyObject* module, const SourcePtr& sour
   absl::StatusOr<VarPtr> wrapped = Wrap(children, Source::Attr(source, "_modules"));
   if (!wrapped.ok()) return wrapped.status();
   if (kind != "modules" && kind != "children") {
-    // Parameters or buffers: which names hold a tensor and which hold None
-    // (skipped by the generators); the tensors themselves are guarded where
-    // they are yielded.
+    // Parameters or buffers: which names hold None (skipped by the
+    // generators) and which tensor each other name holds, yielded or not
+    // (a tied weight is yielded once: untying it yields one more).
     const char* dict_name = MemberDict(kind);
     python::Object members = Attr(module, dict_name);
     if (!members || !PyDict_Check(members.get())) return absl::InternalError("a module without its members");
@@ -653,7 +653,11 @@ absl::Status Translator::GuardModuleTree(PyObject* module, const SourcePtr& sour
     while (PyDict_Next(members.get(), &pos, &key, &value)) {
       absl::StatusOr<std::string> name = python::AsString(python::Object::Borrow(key));
       if (!name.ok()) return name.status();
-      if (value == Py_None) guards_.EqualsMatch(Source::Item(dict_source, *name), python::Object::Borrow(value));
+      if (value == Py_None) {
+        guards_.EqualsMatch(Source::Item(dict_source, *name), python::Object::Borrow(value));
+      } else {
+        guards_.IdMatch(Source::Item(dict_source, *name), python::Object::Borrow(value));
+      }
     }
   }
   if (!recurse) return absl::OkStatus();

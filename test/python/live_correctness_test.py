@@ -1523,7 +1523,21 @@ def run_guards():
             results.append(same(opt(x3), m(x3)))
             m.lin.weight = torch.nn.Parameter(torch.full((3, 3), 2.0))
             results.append(same(opt(x3), m(x3)))
-            ok = all(results) and counter.graphs == 4
+            # A tied weight is yielded once; untied, twice.
+            class Tied(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.p, self.q = torch.nn.Linear(3, 3, bias=False), torch.nn.Linear(3, 3, bias=False)
+                    self.q.weight = self.p.weight
+
+                def forward(self, x):
+                    return x * sum(w.sum() for w in self.parameters())
+            tied, tied_counter = Tied(), Counter()
+            opt_tied = dynamo.optimize(tied_counter)(tied)
+            results.append(same(opt_tied(x3), tied(x3)))
+            tied.q.weight = torch.nn.Parameter(torch.full((3, 3), 3.0))
+            results.append(same(opt_tied(x3), tied(x3)))
+            ok = all(results) and counter.graphs == 4 and tied_counter.graphs == 2
             if not ok:
                 FAILURES.append(f"GUARD {name}: {results}, {counter.graphs} captures")
         elif name == "a method reassigned on the class":
