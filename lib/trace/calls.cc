@@ -1836,20 +1836,11 @@ std::optional<absl::StatusOr<VarPtr>> Translator::SuperDictMethod(const VarPtr& 
     Object key = python::FromString(kept);
     if (_PyType_Lookup(type, key.get()) != _PyType_Lookup(dict, key.get())) return std::nullopt;
   }
-  Object start = Attr(sup->object.get(), "__thisclass__");
-  PyObject* mro = type->tp_mro;
-  Py_ssize_t i = 0, n = mro ? PyTuple_GET_SIZE(mro) : 0;
-  while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
-  for (++i; i < n; ++i) {
-    PyTypeObject* base = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    if (python::TypeDictItem(base, name.c_str()) == nullptr) continue;
-    if (base != dict) return std::nullopt;
-    absl::StatusOr<VarPtr> items = WrapDictItems(self->object, self->source);
-    if (!items.ok()) return absl::StatusOr<VarPtr>(items.status());
-    if ((*items)->kind != VarKind::kDict) return std::nullopt;
-    return absl::StatusOr<VarPtr>(Var::Method(*items, name));
-  }
-  return std::nullopt;
+  if (SuperDefiner(sup, name.c_str()) != dict) return std::nullopt;
+  absl::StatusOr<VarPtr> items = WrapDictItems(self->object, self->source);
+  if (!items.ok()) return absl::StatusOr<VarPtr>(items.status());
+  if ((*items)->kind != VarKind::kDict) return std::nullopt;
+  return absl::StatusOr<VarPtr>(Var::Method(*items, name));
 }
 
 absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string& name) {

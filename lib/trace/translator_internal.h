@@ -36,6 +36,11 @@ bool HasTensor(const ops::Value& v);
 
 using python::Attr;
 
+// The class super() `sup` finds `name` in: the first class after its
+// __thisclass__ in the MRO of its object's type that defines it (null:
+// none does). `sup` is a super tracker with self (user_objects.cc).
+PyTypeObject* SuperDefiner(const VarPtr& sup, const char* name);
+
 // Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
 // program has not imported numpy.
 bool IsNumpyArray(PyObject* o);

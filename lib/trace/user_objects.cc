@@ -298,6 +298,18 @@ absl::StatusOr<VarPtr> Translator::UserObjectAttr(const VarPtr& obj, const std::
                "the read raises AttributeError");
 }
 
+PyTypeObject* SuperDefiner(const VarPtr& sup, const char* name) {
+  Object start = Attr(sup->object.get(), "__thisclass__");
+  PyObject* mro = Py_TYPE(sup->self->object.get())->tp_mro;
+  Py_ssize_t i = 0, n = mro ? PyTuple_GET_SIZE(mro) : 0;
+  while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
+  for (++i; i < n; ++i) {
+    PyTypeObject* base = AsType(PyTuple_GET_ITEM(mro, i));
+    if (python::TypeDictItem(base, name) != nullptr) return base;
+  }
+  return nullptr;
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::ObjectGetattribute(const VarPtr& obj, const std::string& name) {
   if (name != "__getattribute__" || !obj->object) return std::nullopt;
   PyObject* slot = ObjectMember("__getattribute__");
@@ -308,22 +320,13 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ObjectGetattribute(const VarPt
       !PyObject_TypeCheck(obj->object.get(), &PySuper_Type)) {
     return std::nullopt;
   }
-  // super().__getattribute__: the first class after __thisclass__ in the
-  // MRO of self's type that defines one. Only object's is modelled; the
-  // class's own was guarded when it was inlined.
-  Object start = Attr(obj->object.get(), "__thisclass__");
-  PyObject* mro = Py_TYPE(obj->self->object.get())->tp_mro;
-  Py_ssize_t i = 0, n = mro ? PyTuple_GET_SIZE(mro) : 0;
-  while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
-  for (++i; i < n; ++i) {
-    PyObject* found = python::TypeDictItem(AsType(PyTuple_GET_ITEM(mro, i)), "__getattribute__");
-    if (found == nullptr) continue;
-    if (found != slot) return std::nullopt;
-    VarPtr bound = Var::OfKind(VarKind::kOpaque, Object::Borrow(slot));
-    bound->self = obj->self;
-    return absl::StatusOr<VarPtr>(bound);
-  }
-  return std::nullopt;
+  // super().__getattribute__: only object's is modelled; the class's own
+  // was guarded when it was inlined.
+  PyTypeObject* definer = SuperDefiner(obj, "__getattribute__");
+  if (definer == nullptr || python::TypeDictItem(definer, "__getattribute__") != slot) return std::nullopt;
+  VarPtr bound = Var::OfKind(VarKind::kOpaque, Object::Borrow(slot));
+  bound->self = obj->self;
+  return absl::StatusOr<VarPtr>(bound);
 }
 
 std::optional<absl::StatusOr<VarPtr>> Translator::CallObjectGetattribute(const VarPtr& fn,
@@ -364,9 +367,14 @@ absl::StatusOr<VarPtr> Translator::GenericAttr(const VarPtr& obj, const std::str
                  "the generic read is traced for objects the frame reads, inside their class's __getattribute__");
   }
   PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(o));
-  absl::StatusOr<VarPtr> cls_var = Wrap(Object::Borrow(cls), Source::Attr(obj->source, "__class__"));
-  if (!cls_var.ok()) return cls_var.status();
-  if (name == "__class__") return *cls_var;
+  // The class as a tracker, for reads that go through it (its type is
+  // guarded where obj was read; an instance read adds no class guard).
+  auto class_member = [&](PyObject* found) -> absl::StatusOr<VarPtr> {
+    absl::StatusOr<VarPtr> cls_var = Wrap(Object::Borrow(cls), Source::Attr(obj->source, "__class__"));
+    if (!cls_var.ok()) return cls_var.status();
+    return ClassMember(obj, *cls_var, name, found);
+  };
+  if (name == "__class__") return Wrap(Object::Borrow(cls), Source::Attr(obj->source, "__class__"));
   // PyObject_GenericGetAttr's order: a data descriptor of the class, the
   // instance's __dict__, then any other class attribute.
   PyObject* d = TypeLookup(cls, name.c_str());
@@ -377,7 +385,7 @@ absl::StatusOr<VarPtr> Translator::GenericAttr(const VarPtr& obj, const std::str
     if (!dict.ok()) return dict.status();
     return Wrap(*dict, Source::Attr(obj->source, "__dict__"));
   }
-  if (d != nullptr && IsDataDescriptor(d)) return ClassMember(obj, *cls_var, name, d);
+  if (d != nullptr && IsDataDescriptor(d)) return class_member(d);
   auto missing = [&] {
     return Break(ir::GraphBreak::OTHER, absl::StrCat(Describe(*obj), " has no attribute '", name, "'"),
                  "the read raises AttributeError (a __getattr__ fallback is not traced)");
@@ -417,7 +425,7 @@ absl::StatusOr<VarPtr> Translator::GenericAttr(const VarPtr& obj, const std::str
     return fn;
   }
   if (KindOf(d) == MemberKind::kValue) return Wrap(Object::Borrow(d), Source::Attr(obj->source, name));
-  return ClassMember(obj, *cls_var, name, d);
+  return class_member(d);
 }
 
 absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
