@@ -434,6 +434,7 @@ class Emitter {
           Emit(op::kGetIter);
           return Remember(v);
         }
+        if (v->kind == VarKind::kDict && v->instance_dict) return LoadUserDict(v);
         if (v->kind == VarKind::kDict) {
           if (v->dict_class) {  // OrderedDict({...}): the same items, in order
             BeginCall();
@@ -615,6 +616,47 @@ class Emitter {
 
   // cls.__mro__[index].attr, for the builtin bases of a class the trace
   // instantiated, read without importing builtins.
+  // An instance of a Python dict subclass the trace made: its C base's
+  // __new__ (no __init__ runs again), then that base's __setitem__ per item
+  // and object.__setattr__ per attribute, bypassing the class's overrides,
+  // which already ran in the trace. Kept in a temporary first, so items
+  // may refer back to it.
+  absl::Status LoadUserDict(const VarPtr& v) {
+    PyObject* mro = reinterpret_cast<PyTypeObject*>(v->user_class->object.get())->tp_mro;
+    const Py_ssize_t n = PyTuple_GET_SIZE(mro);
+    Py_ssize_t i = 0;
+    while (i < n && (reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_flags & Py_TPFLAGS_HEAPTYPE)) ++i;
+    const int base = static_cast<int>(i - n);  // -2: dict, -3: OrderedDict
+    BeginCall();
+    if (absl::Status s = LoadMroEntry(v->user_class, base, "__new__"); !s.ok()) return s;
+    CalleeLoaded();
+    if (absl::Status s = Load(v->user_class); !s.ok()) return s;
+    Call(1);
+    int t = NewTemp();
+    Emit(op::kStoreFast, t);
+    memo_[v.get()] = t;
+    auto store = [&](int mro_index, const char* slot, const VarPtr& key, const VarPtr& value) -> absl::Status {
+      BeginCall();
+      if (absl::Status s = LoadMroEntry(v->user_class, mro_index, slot); !s.ok()) return s;
+      CalleeLoaded();
+      Emit(op::kLoadFast, t);
+      if (absl::Status s = Load(key); !s.ok()) return s;
+      if (absl::Status s = Load(value); !s.ok()) return s;
+      Call(3);
+      Emit(op::kPopTop);
+      return absl::OkStatus();
+    };
+    for (size_t k = 0; k < v->items.size(); ++k) {
+      if (absl::Status s = store(base, "__setitem__", v->keys[k], v->items[k]); !s.ok()) return s;
+    }
+    const VarPtr& attrs = v->instance_dict;
+    for (size_t k = 0; k < attrs->items.size(); ++k) {
+      if (absl::Status s = store(-1, "__setattr__", attrs->keys[k], attrs->items[k]); !s.ok()) return s;
+    }
+    Emit(op::kLoadFast, t);
+    return absl::OkStatus();
+  }
+
   absl::Status LoadMroEntry(const VarPtr& cls, int index, const std::string& attr) {
     if (absl::Status s = Load(cls); !s.ok()) return s;
     EmitName(op::kLoadAttr, Name("__mro__"));

@@ -1150,6 +1150,7 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
 
 absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& name) {
   if (v->kind == VarKind::kUserObject) return UserObjectHasAttr(v, name);
+  if (IsUserDict(v)) return UserDictHasAttr(v, name);
   Object owner;  // what hasattr is asked of
   bool instance = false;
   if (v->kind == VarKind::kFunction && v->object && PyCode_Check(v->object.get())) {
@@ -1509,6 +1510,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
   const VarPtr& self = method->self;
   const std::string& name = method->name;
   auto constant = [](Object o) { return Var::Constant(std::move(o)); };
+  if (IsUserDict(self)) return CallUserDictMethod(self, name, std::move(args), std::move(kwargs));
   if (self->is_tensor() && self->is_ndarray) return CallNdarrayMethod(self, name, args, kwargs);
   if (self->is_tensor()) {
     const ops::TensorMeta& m = self->meta;
@@ -1845,6 +1847,9 @@ std::optional<absl::StatusOr<VarPtr>> Translator::SuperDictMethod(const VarPtr& 
 
 absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string& name) {
   if (obj->kind == VarKind::kUserObject) return UserObjectAttr(obj, name);
+  if (IsUserDict(obj)) return UserDictAttr(obj, name);
+  if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSuperAttr(obj, name)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = DictSubclassAttr(obj, name)) return *std::move(r);
   if (obj->kind == VarKind::kOpaque && obj->self && obj->self->kind == VarKind::kUserObject &&
       name == "__init__" && PyObject_TypeCheck(obj->object.get(), &PySuper_Type)) {
     // super().__init__ of a tracked instance: the first class after
@@ -2401,6 +2406,7 @@ void Translator::MarkMutated(const VarPtr& container) {
 
 absl::Status Translator::StoreAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
   if (obj->kind == VarKind::kUserObject) return StoreUserObjectAttr(obj, name, value);
+  if (IsUserDict(obj)) return StoreUserDictAttr(obj, name, value, /*through_class=*/true);
   const bool settable = obj->object && (obj->kind == VarKind::kNNModule || obj->kind == VarKind::kOpaque);
   if (!settable || value->kind == VarKind::kNNModule ||
       (value->is_tensor() && !value->source && !obj->source)) {

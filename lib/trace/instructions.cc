@@ -415,7 +415,7 @@ absl::Status Translator::OpStoreAttr(Frame& f, const Instruction& in, std::optio
   POP_OR_RETURN(obj);
   POP_OR_RETURN(value);
   // A tracked instance is new: setting its attributes is no side effect.
-  if (allow_breaks_ || obj->kind == VarKind::kUserObject) {
+  if (allow_breaks_ || obj->kind == VarKind::kUserObject || IsUserDict(obj)) {
     return StoreAttr(obj, std::string(in.argument.text), value);
   }
   return Break(ir::GraphBreak::SIDE_EFFECT,
@@ -642,6 +642,9 @@ absl::Status Translator::OpStoreSubscr(Frame& f, const Instruction&, std::option
   POP_OR_RETURN(index);
   POP_OR_RETURN(obj);
   POP_OR_RETURN(value);
+  if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSpecial(obj, "__setitem__", {index, value})) {
+    return r->ok() ? absl::OkStatus() : r->status();
+  }
   return StoreItem(obj, index, value);
 }
 

@@ -720,6 +720,10 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
     return Var::Constant(python::FromBool((a->device == b->device) == (op == "==")));
   }
   if (a->kind == VarKind::kUserObject || b->kind == VarKind::kUserObject) return UserObjectCompare(op, a, b);
+  if (IsUserDict(a) || IsUserDict(b)) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("comparing ", Describe(*a), " with ", Describe(*b)),
+                 "comparisons of dict subclasses the trace made are not traced");
+  }
   if (std::optional<std::pair<VarPtr, VarPtr>> sets = KeysViewOperands(a, b)) {
     return Compare(op, sets->first, sets->second);
   }
@@ -792,6 +796,7 @@ absl::StatusOr<python::Object> Translator::TypingArgument(const VarPtr& v) {
 }
 
 absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& index) {
+  if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSpecial(obj, "__getitem__", {index})) return *std::move(r);
   if (obj->is_ndarray) return NdarrayOperator("getitem", {obj, index});
   if (obj->is_tensor()) {
     return CallOp("operator.getitem", ir::Node::CALL_FUNCTION, {obj, index}, {});
@@ -865,6 +870,27 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
       else if (s.ok()) source = Source::Item(obj->source, *s);
     }
     return Wrap(item, source);
+  }
+  if (obj->kind == VarKind::kOpaque && obj->source && PyDict_Check(obj->object.get()) && index->is_constant() &&
+      (PyUnicode_CheckExact(index->object.get()) || PyLong_CheckExact(index->object.get()))) {
+    // A dict subclass read from the frame that overrides other parts of the
+    // container protocol (so it is no dict tracker) but reads items with
+    // dict's own __getitem__: the item, guarded through that same read.
+    PyTypeObject* type = Py_TYPE(obj->object.get());
+    python::Object getitem = python::FromString("__getitem__"), missing = python::FromString("__missing__");
+    if (_PyType_Lookup(type, getitem.get()) == _PyType_Lookup(&PyDict_Type, getitem.get()) &&
+        _PyType_Lookup(type, missing.get()) == nullptr) {
+      PyObject* item = PyDict_GetItemWithError(obj->object.get(), index->object.get());  // borrowed
+      if (item == nullptr && PyErr_Occurred()) return python::FetchError("subscript");
+      if (item == nullptr) {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("key ", Describe(*index), " is missing"),
+                     "the function would raise KeyError");
+      }
+      SourcePtr source = PyLong_CheckExact(index->object.get())
+                             ? Source::Item(obj->source, PyLong_AsLongLong(index->object.get()))
+                             : Source::Item(obj->source, *python::AsString(index->object));
+      return Wrap(python::Object::Borrow(item), source);
+    }
   }
   if (std::optional<absl::StatusOr<VarPtr>> r = CallUserSpecial(obj, "__getitem__", {index})) return *std::move(r);
   return Break(ir::GraphBreak::OTHER, absl::StrCat("subscript of ", Describe(*obj)),
@@ -1008,6 +1034,10 @@ absl::StatusOr<std::optional<VarPtr>> Translator::IteratorNext(const VarPtr& it)
 }
 
 absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr& item) {
+  if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSpecial(container, "__contains__", {item})) {
+    if (!r->ok()) return r->status();
+    return Truthy(**r);
+  }
   // Python values on both sides: Python's own `in` (substrings, set
   // membership, a tuple's identity-or-equality), run on the real objects.
   if (container->kind == VarKind::kConstant || container->kind == VarKind::kRange) {

@@ -41,6 +41,9 @@ using python::Attr;
 // none does). `sup` is a super tracker with self (user_objects.cc).
 PyTypeObject* SuperDefiner(const VarPtr& sup, const char* name);
 
+// A kDict made by calling a Python subclass of dict (user_dicts.cc).
+bool IsUserDict(const VarPtr& v);
+
 // Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
 // program has not imported numpy.
 bool IsNumpyArray(PyObject* o);
@@ -359,6 +362,35 @@ class Translator {
   // instance has no real object to hand to it. Nothing: proceed.
   std::optional<absl::StatusOr<VarPtr>> UserObjectBuiltin(const std::string& name, const std::vector<VarPtr>& args,
                                                           const Kwargs& kwargs);
+
+  // --- instances of Python dict subclasses made by the trace (user_dicts.cc) ---
+  // cls(*args, **kw) for a Python subclass of dict or OrderedDict whose
+  // special methods are ones the trace routes (IsUserDict); nothing for
+  // any other class.
+  std::optional<absl::StatusOr<VarPtr>> ConstructUserDict(const VarPtr& cls, std::vector<VarPtr>& args,
+                                                          Kwargs& kwargs);
+  // d.name: the class's data descriptors, the instance dict, the class's
+  // Python members, then dict's own methods (a kMethod on d).
+  absl::StatusOr<VarPtr> UserDictAttr(const VarPtr& d, const std::string& name);
+  absl::StatusOr<bool> UserDictHasAttr(const VarPtr& d, const std::string& name);
+  // d.name = value: through the class's Python __setattr__ when it has one
+  // and `through_class`, else object's (the instance dict).
+  absl::Status StoreUserDictAttr(const VarPtr& d, const std::string& name, const VarPtr& value,
+                                 bool through_class);
+  // type(d).<name>(d, *args) inlined where a Python class of d's MRO
+  // defines that special method; nothing where dict's slot answers.
+  std::optional<absl::StatusOr<VarPtr>> UserDictSpecial(const VarPtr& d, const char* name,
+                                                        std::vector<VarPtr> args);
+  // super().name inside a method of d's class: the next Python definition
+  // (inlined), or dict's / object's own method on d.
+  std::optional<absl::StatusOr<VarPtr>> UserDictSuperAttr(const VarPtr& sup, const std::string& name);
+  // d.name of a dict subclass read from the frame (a kDict with its object):
+  // a Python member of its class or an instance attribute; nothing for
+  // dict's own methods.
+  std::optional<absl::StatusOr<VarPtr>> DictSubclassAttr(const VarPtr& d, const std::string& name);
+  // dict's (or object's) C method `name` called on d, bypassing the class.
+  absl::StatusOr<VarPtr> CallUserDictMethod(const VarPtr& d, const std::string& name, std::vector<VarPtr> args,
+                                            Kwargs kwargs);
 
   // --- NumPy arrays over tensors (numpy.cc) ---
   // A numpy.ndarray read from the frame: a graph input (torch.as_tensor of

@@ -162,7 +162,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructUserObject(const VarP
     // __init__ is object's, which accepts the arguments when __new__ is not.
     return Inline(fn, std::move(args), std::move(kwargs));
   }
-  return std::nullopt;
+  return ConstructUserDict(cls_var, args, kwargs);
 }
 
 std::optional<absl::StatusOr<VarPtr>> Translator::CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,

@@ -118,6 +118,10 @@ struct Var {
   // object.__new__ (for class lookups, isinstance, super(); never emitted)
   // and its instance attributes are `keys` (constant names) and `items`.
   VarPtr user_class;
+  // kDict made by calling a Python subclass of dict (user_dicts.cc): its
+  // instance attributes, the kDict that obj.__dict__ reads; `object` is a
+  // blank stand-in made by the base's __new__, as for kUserObject.
+  VarPtr instance_dict;
   // kDType / kDevice / kGradMode
   ops::DType dtype = ops::DType::kFloat32;
   ops::Device device;

@@ -1586,6 +1586,94 @@ case("namedtuple_across_break", namedtuple_across_break, [lambda: A(T(3, seed=17
          "print and is returned: rebuilt by tuple.__new__(_Pair, ...) | [add, mul] | print | [add]")
 
 
+class _OutputBase(collections.OrderedDict):
+    """transformers' ModelOutput in small: items and attributes kept in step
+    by __setattr__/__setitem__ overrides that call dict's and object's
+    through super(); indexing by position or name."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = self.__dict__.get(f.name)
+            if v is not None:
+                self[f.name] = v
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __setattr__(self, name, value):
+        if name in {f.name for f in dataclasses.fields(self)} and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class _EncoderOutput(_OutputBase):
+    hidden: torch.Tensor = None
+    pooled: torch.Tensor = None
+    attentions: tuple = None
+
+
+def dict_subclass_output(x):
+    out = _EncoderOutput(hidden=x.tanh(), attentions=(x.sigmoid(),))
+    out.pooled = out[0].mean(0, keepdim=True)  # __setattr__ adds the item too
+    first, n, has = out[2] + 1, len(out), "hidden" in out
+    print("fields", list(out.keys()), n, has)
+    return out, out.pooled * 2, first, out.attentions[0]
+
+
+case("dict_subclass_output", dict_subclass_output, [lambda: A(T(4, 3, seed=174))],
+     graphs=2, breaks=1, tags=("user_class", "dict_subclass", "dataclass", "print"),
+     why="an OrderedDict dataclass is constructed in the trace (its exec'd __init__, "
+         "__setattr__, __post_init__ and __setitem__ overrides inlined, super() reaching dict's "
+         "and object's slots) and read by position; it crosses the print, rebuilt by "
+         "OrderedDict.__new__ plus OrderedDict.__setitem__ and object.__setattr__ per entry | "
+         "[tanh, sigmoid, mean, add] | print | [mul] on its attribute, read from the rebuilt object")
+
+
+class _Settings(dict):
+    def scaled(self, t):
+        return t * self["scale"]
+
+
+def dict_subclass_across_break(x):
+    s = _Settings(scale=3, bias=x.cos())
+    s["extra"] = s.get("missing", 1)
+    s.tag = "v1"
+    print("settings", sorted(s), s.tag)
+    return s.scaled(x) + s["bias"], s
+
+
+case("dict_subclass_across_break", dict_subclass_across_break, [lambda: A(T(3, seed=175))],
+     graphs=2, breaks=1, tags=("user_class", "dict_subclass", "print"),
+     why="a dict subclass made in the trace crosses the print (rebuilt with its items and its "
+         "attribute) and keeps its class's method | [cos] | print | [mul, add]")
+
+
+class _IterDict(dict):
+    def __iter__(self):
+        return iter(sorted(super().keys()))
+
+
+def dict_subclass_own_iter_breaks(x):
+    d = _IterDict(b=x + 1, a=x * 2)
+    return d["a"] - d["b"]
+
+
+case("dict_subclass_own_iter_breaks", dict_subclass_own_iter_breaks, [lambda: A(T(3, seed=176))],
+     graphs=2, breaks=1, tags=("user_class", "dict_subclass"),
+     why="a dict subclass with its own __iter__ is not modelled (dict's C code would bypass it): "
+         "[add, mul] | _IterDict(...) in Python | [sub]")
+
+
 class _CustomNew:
     def __new__(cls, x):
         o = super().__new__(cls)

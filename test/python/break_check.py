@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import importlib
 import io
+import collections
 import math
 import os
 import sys
@@ -53,6 +54,10 @@ def _snap(obj):
         return _TensorSnap(type(obj).__name__, obj.detach().clone(), obj.requires_grad)
     if isinstance(obj, np.ndarray):
         return obj.copy()
+    if isinstance(obj, dict) and type(obj) not in (dict, collections.OrderedDict):
+        # A dict subclass (a ModelOutput): its class, items and attributes.
+        return ("dict subclass", type(obj).__qualname__, {k: _snap(v) for k, v in obj.items()},
+                {k: _snap(v) for k, v in vars(obj).items()})
     if isinstance(obj, dict):
         return type(obj)((k, _snap(v)) for k, v in obj.items())
     if isinstance(obj, list):
