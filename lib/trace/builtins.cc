@@ -113,6 +113,16 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallBuiltinKind(const VarPtr& 
     return CallReal(fn, {Var::Constant(python::MakeList(values))}, {});
   }
   if (name == "sorted") return Sorted(args, kwargs);
+  if ((name == "str" || name == "repr") && args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kOpaque &&
+      !args[0]->source && args[0]->object && PyExceptionInstance_Check(args[0]->object.get()) &&
+      !(Py_TYPE(args[0]->object.get())->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    // An exception the trace made (MakeException): a builtin class's
+    // message, from arguments that are constants.
+    Object s = Object::Steal(name == "str" ? PyObject_Str(args[0]->object.get())
+                                          : PyObject_Repr(args[0]->object.get()));
+    if (!s) return R(python::FetchError(name));
+    return R(Var::Constant(s));
+  }
   if ((name == "str" || name == "repr") && args.size() == 1 && kwargs.empty() &&
       args[0]->kind == VarKind::kFunction && !args[0]->self && args[0]->source && args[0]->object &&
       PyFunction_Check(args[0]->object.get())) {

@@ -935,7 +935,11 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       }
       if (PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls),
                            reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) {
-        return Var::OfKind(VarKind::kOpaque, fn->object);  // only ever raised
+        // A real instance when making it runs no Python code (it may be
+        // raised and caught in the trace); the class otherwise, which only
+        // a raise can take (a graph break).
+        if (std::optional<VarPtr> exc = MakeException(cls, args, kwargs)) return *exc;
+        return Var::OfKind(VarKind::kOpaque, fn->object);
       }
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructContainer(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = CallStdlibFunction(fn, args, kwargs)) return *std::move(r);
@@ -2245,6 +2249,9 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (!result.ok()) {
     if (stop_) return Stopped(*std::move(stop_));
     return done(result.status());
+  }
+  if (raised_) {  // a raise some C++ path dropped: never continue past one
+    return done(absl::InternalError("an exception raised in the trace was not handled"));
   }
   frames_.push_back(&frame);
   absl::StatusOr<ir::Argument> output =

@@ -231,7 +231,10 @@ absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
       if (g.started) f.stack.push_back(Var::Constant(python::None()));  // the value sent in
       g.started = true;
       absl::StatusOr<VarPtr> value = RunFrame(f);
-      if (!value.ok()) return value.status();
+      if (!value.ok()) {
+        if (IsRaised(value.status())) end();  // a generator that raised is finished
+        return value.status();
+      }
       if (!f.yielded) return end();  // returned: StopIteration
       f.yielded = false;
       return *value;

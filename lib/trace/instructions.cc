@@ -28,15 +28,6 @@ constexpr int kCompareToBool = op::kPythonMinor >= 13 ? 16 : 0;
 constexpr int kIntrinsicUnaryPositive = 5;
 constexpr int kIntrinsicListToTuple = 6;
 
-#define POP_OR_RETURN(var)                      \
-  absl::StatusOr<VarPtr> var##_or = Pop(f);     \
-  if (!var##_or.ok()) return var##_or.status(); \
-  VarPtr var = *std::move(var##_or)
-#define ASSIGN_OR_RETURN(lhs, expr)             \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *std::move(lhs##_or)
-
 }  // namespace
 
 struct OpTable {
@@ -147,6 +138,10 @@ struct OpTable {
       {"IMPORT_FROM", &Translator::OpImportFrom, false},
       {"RETURN_GENERATOR", &Translator::OpReturnGenerator, false},
       {"YIELD_VALUE", &Translator::OpYieldValue, false},
+      {"PUSH_EXC_INFO", &Translator::OpPushExcInfo, false},
+      {"POP_EXCEPT", &Translator::OpPopExcept, false},
+      {"CHECK_EXC_MATCH", &Translator::OpCheckExcMatch, false},
+      {"RERAISE", &Translator::OpReraise, false},
   };
 
   std::array<Translator::OpHandler, 256> handlers{};
@@ -949,10 +944,6 @@ absl::Status Translator::OpBuildString(Frame& f, const Instruction& in, std::opt
 absl::Status Translator::OpLoadAssertionError(Frame& f, const Instruction&, std::optional<VarPtr>&) {
   f.stack.push_back(Var::OfKind(VarKind::kClass, python::Object::Borrow(PyExc_AssertionError)));
   return absl::OkStatus();
-}
-absl::Status Translator::OpRaiseVarargs(Frame&, const Instruction&, std::optional<VarPtr>&) {
-  return Break(ir::GraphBreak::OTHER, "the function raises an exception on these inputs",
-               "check the inputs; an assert or raise is reached during tracing");
 }
 absl::Status Translator::OpImportName(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(fromlist);

@@ -397,7 +397,25 @@ absl::StatusOr<VarPtr> Translator::RunFrame(Frame& f) {
     const Instruction& in = f.code->instructions[f.ip];
     size_t before = f.ip;
     std::optional<VarPtr> result;
-    if (absl::Status s = Step(f, in, result); !s.ok()) {
+    absl::Status s = Step(f, in, result);
+    if (IsRaised(s) && frames_.size() == 1) {
+      // Raised into the traced function's own frame: its handlers (or the
+      // caller) run in Python, from a graph break here.
+      absl::StatusOr<python::Object> exc = raised_ ? absl::StatusOr<python::Object>(raised_->object)
+                                                   : absl::InternalError("");
+      raised_ = nullptr;
+      python::Object text = exc.ok() ? python::Object::Steal(PyObject_Repr(exc->get())) : python::Object();
+      if (!text) PyErr_Clear();
+      return Break(ir::GraphBreak::OTHER,
+                   absl::StrCat("the function raises ", text ? python::AsString(text).value_or("") : "an exception",
+                                " on these inputs"),
+                   "check the inputs; an assert or raise is reached during tracing");
+    }
+    if (IsRaised(s)) {
+      if (Unwind(f, in)) continue;
+      return s;  // to the caller's frame, at its call instruction
+    }
+    if (!s.ok()) {
       if (s.code() != absl::StatusCode::kUnimplemented && !break_) {
         // An internal inconsistency: report it where it happened.
         return absl::Status(s.code(), absl::StrCat(f.code->filename, ":", in.location.line, ": ",

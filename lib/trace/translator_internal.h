@@ -41,6 +41,10 @@ using python::Attr;
 // none does). `sup` is a super tracker with self (user_objects.cc).
 PyTypeObject* SuperDefiner(const VarPtr& sup, const char* name);
 
+// Calling class `cls` is type.__call__ (its metaclass, if any, keeps it):
+// cls.__new__, then __init__; false for an abstract class (user_objects.cc).
+bool TypeCallConstructs(PyObject* cls);
+
 // A kDict made by calling a Python subclass of dict (user_dicts.cc).
 bool IsUserDict(const VarPtr& v);
 
@@ -52,6 +56,17 @@ bool IsNumpyArray(PyObject* o);
 // resolved once per process and leaked on purpose, as the interpreter's own;
 // nullptr when the module lacks it.
 PyObject* StdlibObject(const char* module, const char* name);
+
+// For instruction handlers: pop the frame's top into `var`; bind `lhs` to
+// a StatusOr's value. Either returns the error.
+#define POP_OR_RETURN(var)                      \
+  absl::StatusOr<VarPtr> var##_or = Pop(f);     \
+  if (!var##_or.ok()) return var##_or.status(); \
+  VarPtr var = *std::move(var##_or)
+#define ASSIGN_OR_RETURN(lhs, expr)             \
+  auto lhs##_or = (expr);                       \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
 
 // The translator's operations (Translator::Op<Name>, instructions.cc).
 #define DYNAMO_TRANSLATOR_OPS(X)                                                               \
@@ -68,7 +83,7 @@ PyObject* StdlibObject(const char* module, const char* name);
   X(PopJumpIfNone) X(PopJumpIfNotNone) X(JumpIfTrueOrPop) X(JumpIfFalseOrPop) X(ReturnValue)  \
   X(BeforeWith) X(FormatValue) X(ConvertValue) X(FormatSimple) X(FormatWithSpec)              \
   X(BuildString) X(LoadAssertionError) X(RaiseVarargs) X(ImportName) X(ImportFrom)            \
-  X(ReturnGenerator) X(YieldValue)
+  X(ReturnGenerator) X(YieldValue) X(PushExcInfo) X(PopExcept) X(CheckExcMatch) X(Reraise)
 
 // Whether Python may take over at this instruction after a break: it
 // consumes its operands from the top of the stack and falls through (or, for
@@ -109,6 +124,23 @@ class Translator {
 
   // --- frames and opcodes (translator.cc) ---
   absl::StatusOr<VarPtr> RunFrame(Frame& frame);
+
+  // --- exceptions raised and caught in the trace (exceptions.cc) ---
+  // `exc` (a real exception instance, kOpaque) is raised: the status every
+  // caller passes up until a frame's exception table has a handler for the
+  // instruction it is at (Unwind). One that reaches the traced function's
+  // own frame is a graph break there: its try blocks run in Python.
+  absl::Status Raise(VarPtr exc);
+  static bool IsRaised(const absl::Status& s);
+  // Jumps f to the handler for instruction `in` with the raised exception
+  // pushed, as CPython's exception_unwind does; false when f has none.
+  bool Unwind(Frame& f, const bytecode::Instruction& in);
+  // What RAISE_VARARGS raises for a value: an exception instance (a class
+  // is called, when that runs no Python code); an error otherwise.
+  absl::StatusOr<VarPtr> ExceptionInstance(const VarPtr& v);
+  // cls(*args) for an exception class: a real instance when the class's
+  // construction is C code and the arguments constants; nothing otherwise.
+  std::optional<VarPtr> MakeException(PyObject* cls, const std::vector<VarPtr>& args, const Kwargs& kwargs);
   absl::Status Step(Frame& f, const bytecode::Instruction& in, std::optional<VarPtr>& result);
   // One handler per operation (instructions.cc), dispatched by opcode from a
   // table built from the target's opcode names: an operation is written once
@@ -528,6 +560,8 @@ class Translator {
   int stop_at_ = -1;
   std::optional<StopState> stop_;
   std::vector<SideEffect> side_effects_;
+  VarPtr raised_;   // the exception being raised (Raise), until a handler takes it
+  VarPtr handled_;  // the exception being handled (PUSH_EXC_INFO), null: none
   std::vector<SourcePtr> placeholder_sources_;
   absl::flat_hash_set<size_t> array_placeholders_;  // placeholders read from numpy arrays
   std::vector<SourcePtr> alias_sources_;  // see NoteTensorSource

@@ -60,13 +60,7 @@ bool Listed(const char* const* begin, const char* const* end, const std::string&
 // The index from the end of cls.__mro__ of its C dict base (-2: dict,
 // -3: OrderedDict), or 0 when cls is not a class this file models.
 int DictBaseIndex(PyObject* cls) {
-  if (!PyType_Check(cls)) return 0;
-  // A metaclass may add class-level behaviour (transformers' renames
-  // __init__ arguments through __setattr__ on the class), but calling the
-  // class must be type.__call__: __new__, then __init__.
-  PyObject* meta = reinterpret_cast<PyObject*>(Py_TYPE(cls));
-  PyObject* type_call = TypeLookup(reinterpret_cast<PyObject*>(&PyType_Type), "__call__");
-  if (TypeLookup(meta, "__call__") != type_call) return 0;
+  if (!TypeCallConstructs(cls)) return 0;
   PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
   if (mro == nullptr || !PyTuple_Check(mro)) return 0;
   const Py_ssize_t n = PyTuple_GET_SIZE(mro);

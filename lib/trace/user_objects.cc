@@ -46,7 +46,7 @@ bool IsDataDescriptor(PyObject* d) { return Py_TYPE(d)->tp_descr_set != nullptr;
 // Every class of cls's MRO before `base` is a Python class (no __slots__
 // unless allowed), and `base`, then object, end it.
 bool PythonClassesUpTo(PyObject* cls, PyTypeObject* base, bool allow_slots) {
-  if (Py_TYPE(cls) != &PyType_Type) return false;  // a metaclass: its __call__ decides
+  if (!TypeCallConstructs(cls)) return false;
   PyObject* mro = AsType(cls)->tp_mro;
   if (mro == nullptr || !PyTuple_Check(mro)) return false;
   Py_ssize_t n = PyTuple_GET_SIZE(mro);
@@ -111,6 +111,20 @@ SourcePtr AttrOf(const SourcePtr& source, const std::string& name) {
 }
 
 }  // namespace
+
+bool TypeCallConstructs(PyObject* cls) {
+  if (!PyType_Check(cls)) return false;
+  // A metaclass may add class-level behaviour (abc.ABCMeta's registry,
+  // transformers' renaming of __init__ arguments through the class's
+  // __setattr__), but calling the class must be type.__call__.
+  PyObject* meta = reinterpret_cast<PyObject*>(Py_TYPE(cls));
+  if (meta != reinterpret_cast<PyObject*>(&PyType_Type) &&
+      TypeLookup(meta, "__call__") != TypeLookup(reinterpret_cast<PyObject*>(&PyType_Type), "__call__")) {
+    return false;
+  }
+  // object.__new__ refuses a class with abstract methods left.
+  return !(AsType(cls)->tp_flags & Py_TPFLAGS_IS_ABSTRACT);
+}
 
 std::optional<absl::StatusOr<VarPtr>> Translator::ConstructUserObject(const VarPtr& cls_var,
                                                                       std::vector<VarPtr>& args,

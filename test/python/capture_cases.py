@@ -6,6 +6,8 @@ inside this file; inputs is a list of --input specs, or the name of an
 (a positional tuple, or a Call with keywords).
 Every construct the translator handles without a break appears here.
 """
+import collections
+import dataclasses
 import math
 
 import torch
@@ -554,6 +556,87 @@ def genexpr_consumers(x, ys):
             sorted(t.shape[0] for t in ys))
 
 
+# --- exceptions raised and caught inside calls ----------------------------------
+class _Window:
+    """A sequence by __getitem__ alone: IndexError ends it."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def __getitem__(self, i):
+        if i >= len(self.items):
+            raise IndexError("window index out of range", i)
+        return self.items[i]
+
+
+def _item_or(seq, i, default):
+    try:
+        return seq[i]
+    except (KeyError, IndexError) as e:
+        return default * len(e.args)
+
+
+def _checked_scale(t, n):
+    if n > 2:
+        raise ValueError(f"scale {n} too large")
+    return t * n
+
+
+def _scale_or_shift(t, n, seen):
+    try:
+        try:
+            return _checked_scale(t, n)
+        finally:
+            seen.append(n)  # runs on the way out, raised or not
+    except ValueError as e:
+        return t - len(str(e))
+
+
+def exceptions_in_calls(x):
+    w = _Window([x, x.exp()])
+    seen = []
+    a = _item_or(w, 1, x) + _item_or(w, 7, x)
+    b = _scale_or_shift(x, 2, seen) + _scale_or_shift(x, 5, seen)
+    return a, b, seen
+
+
+# --- dict subclasses made in the trace -----------------------------------------
+class _Output(collections.OrderedDict):
+    """transformers' ModelOutput in small."""
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = self.__dict__.get(f.name)
+            if v is not None:
+                self[f.name] = v
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __getitem__(self, k):
+        return dict(self.items())[k] if isinstance(k, str) else tuple(self.values())[k]
+
+
+@dataclasses.dataclass
+class _Hidden(_Output):
+    last: torch.Tensor = None
+    pooled: torch.Tensor = None
+    extra: tuple = None
+
+
+class _Options(dict):
+    def scale(self):
+        return self.get("scale", 1)
+
+
+def dict_subclasses(x):
+    out = _Hidden(last=x.relu(), extra=(x.sign(),))
+    opts = _Options(scale=3)
+    opts["shift"] = out[0].sum()
+    return out, out["last"] * opts.scale() + opts["shift"], len(out), "pooled" in out, out.extra[0]
+
+
 I = lambda *s: r(*s, dtype=torch.int64)  # noqa: E731
 
 CASES = [
@@ -586,6 +669,8 @@ CASES = [
     ("while_const", ["f32[3]"], lambda: (r(3),)),
     ("asserts", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("try_except", ["f32[3]"], lambda: (r(3),)),
+    ("exceptions_in_calls", ["f32[3]"], lambda: (r(3),)),
+    ("dict_subclasses", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("loop_range", ["f32[3]"], lambda: (r(3),)),
     ("loop_list", ["[f32[2],f32[2],f32[2]]"], lambda: ([r(2), r(2), r(2)],)),
     ("loop_zip_enumerate", ["(f32[2],f32[2])", "[f32[2],f32[2]]"], lambda: ((r(2), r(2)), [r(2), r(2)])),
