@@ -1439,6 +1439,16 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     absl::StatusOr<Object> attr = ToPython(args[1]);
     absl::StatusOr<std::string> attr_name = attr.ok() ? python::AsString(*attr) : attr.status();
     if (!attr_name.ok()) return Break(ir::GraphBreak::OTHER, "getattr() with a non-constant name", "");
+    if (args[0]->kind == VarKind::kUserObject || IsUserDict(args[0])) {
+      // An object the trace made: the read itself (a property's getter
+      // inlined), AttributeError meaning absent, as Python's getattr does.
+      absl::StatusOr<VarPtr> v = GetAttr(args[0], *attr_name);
+      if (v.ok()) return name == "hasattr" ? constant(python::FromBool(true)) : *v;
+      if ((name == "hasattr" || args.size() == 3) && CatchRaised(v.status(), PyExc_AttributeError)) {
+        return name == "hasattr" ? constant(python::FromBool(false)) : args[2];
+      }
+      return v.status();
+    }
     absl::StatusOr<bool> exists = HasAttr(args[0], *attr_name);
     if (!exists.ok()) return exists.status();
     if (name == "hasattr") return constant(python::FromBool(*exists));

@@ -57,6 +57,20 @@ bool Translator::IsRaised(const absl::Status& s) {
   return s.code() == absl::StatusCode::kAborted && s.message() == kRaised;
 }
 
+absl::Status Translator::RaiseNew(PyObject* type, const std::string& message) {
+  Object exc = Object::Steal(PyObject_CallFunction(type, "s", message.c_str()));
+  if (!exc) return python::FetchError("making an exception");
+  return Raise(Var::OfKind(VarKind::kOpaque, exc));
+}
+
+bool Translator::CatchRaised(const absl::Status& s, PyObject* type) {
+  if (!IsRaised(s) || !raised_ || !raised_->object || !PyErr_GivenExceptionMatches(raised_->object.get(), type)) {
+    return false;
+  }
+  raised_ = nullptr;
+  return true;
+}
+
 bool Translator::Unwind(Frame& f, const Instruction& in) {
   if (!raised_) return false;
   for (const bytecode::ExceptionTableEntry& e : f.code->exception_table) {

@@ -32,7 +32,7 @@ namespace dynamo::trace {
 struct GeneratorState {
   enum class Kind {
     kFrame, kEnumerate, kZip, kMap, kFilter, kChain, kChainFromIterable, kIslice,
-    kCount, kRepeat, kCycle, kAccumulate, kGroupby, kGrouper,
+    kCount, kRepeat, kCycle, kAccumulate, kGroupby, kGrouper, kSequence,
   };
   Kind kind = Kind::kFrame;
   // kFrame: the expression's frame, suspended at its start or after a yield.
@@ -48,6 +48,8 @@ struct GeneratorState {
   // kChain: the iterables, each made an iterator when reached (count: the
   // current one). kIslice: CPython's islice state (count is `cnt`).
   int64_t next = 0, stop = -1, step = 1;
+  // kSequence: collections.abc.Sequence.__iter__ over inputs[0], `count`
+  // the next index.
   // kCount: the next value and the step; kRepeat: the object (stop: the
   // times left, -1 for ever); kAccumulate: the running total (null before
   // the first value) and `initial` (null once yielded or when not given).
@@ -95,6 +97,15 @@ bool IsJoin(const VarPtr& fn) {
 }
 
 }  // namespace
+
+VarPtr Translator::MakeSequenceIterator(const VarPtr& iter_function, VarPtr sequence) {
+  VarPtr v = NewGenerator(GeneratorState::Kind::kSequence);
+  v->generator->inputs = {sequence};
+  // Untouched, it is rebuilt as Python made it: Sequence.__iter__(sequence).
+  v->self = iter_function;
+  v->items = {std::move(sequence)};
+  return v;
+}
 
 VarPtr Translator::MakeChain(std::vector<VarPtr> iterables) {
   VarPtr v = NewGenerator(GeneratorState::Kind::kChain);
@@ -310,6 +321,22 @@ absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
       g.next += g.step;
       if (g.next < old_next || (g.stop != -1 && g.next > g.stop)) g.next = g.stop;
       return **v;
+    }
+    case GeneratorState::Kind::kSequence: {
+      // Sequence.__iter__: self[i] for i = 0, 1, ... until it raises
+      // IndexError, which ends the iteration (any other exception passes).
+      absl::StatusOr<VarPtr> item = Subscript(g.inputs[0], Var::Constant(python::FromLong(g.count)));
+      if (!item.ok()) {
+        if (IsRaised(item.status()) && raised_ && raised_->object &&
+            PyErr_GivenExceptionMatches(raised_->object.get(), PyExc_IndexError)) {
+          raised_ = nullptr;
+          return end();
+        }
+        if (IsRaised(item.status())) end();
+        return item.status();
+      }
+      ++g.count;
+      return *item;
     }
     case GeneratorState::Kind::kCount: {
       // count_next: the value, then value + step (PyNumber_Add).

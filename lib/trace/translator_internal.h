@@ -132,6 +132,12 @@ class Translator {
   // own frame is a graph break there: its try blocks run in Python.
   absl::Status Raise(VarPtr exc);
   static bool IsRaised(const absl::Status& s);
+  // Raises a new `type(message)` (a builtin exception class), as the
+  // operation Python runs would.
+  absl::Status RaiseNew(PyObject* type, const std::string& message);
+  // Whether `s` raised an instance of `type`; if so the exception is taken
+  // (the caller handles it, as a C function catching it does).
+  bool CatchRaised(const absl::Status& s, PyObject* type);
   // Jumps f to the handler for instruction `in` with the raised exception
   // pushed, as CPython's exception_unwind does; false when f has none.
   bool Unwind(Frame& f, const bytecode::Instruction& in);
@@ -220,6 +226,9 @@ class Translator {
                                                           Kwargs& kwargs);
   // itertools.chain over `iterables` and itertools.islice over an
   // iterator (stop -1: none), as lazy adapters.
+  // iter(seq) where type(seq).__iter__ is collections.abc.Sequence's: its
+  // loop over seq[0], seq[1], ... until IndexError, run natively.
+  VarPtr MakeSequenceIterator(const VarPtr& iter_function, VarPtr sequence);
   VarPtr MakeChain(std::vector<VarPtr> iterables);
   VarPtr MakeIslice(VarPtr iterator, int64_t start, int64_t stop, int64_t step);
   // itertools.chain.from_iterable over an iterator of iterables.

@@ -179,8 +179,8 @@ absl::StatusOr<VarPtr> Translator::UserDictAttr(const VarPtr& d, const std::stri
     }
   }
   if (found == nullptr) {
-    return Break(ir::GraphBreak::OTHER, absl::StrCat(Describe(*d), " has no attribute '", name, "'"),
-                 "the read raises AttributeError");
+    return RaiseNew(PyExc_AttributeError,
+                    absl::StrCat("'", python::TypeName(d->object), "' object has no attribute '", name, "'"));
   }
   if (IsPythonClass(definer)) return ClassMember(d, d->user_class, name, found);
   // dict's own method (keys, get, ...): what the class resolves it to is

@@ -58,7 +58,10 @@ bool PythonClassesUpTo(PyObject* cls, PyTypeObject* base, bool allow_slots) {
                                                             reinterpret_cast<PyObject*>(&PyBaseObject_Type);
     }
     if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
-    if (!allow_slots && python::TypeDictItem(t, "__slots__") != nullptr) {
+    // `__slots__ = ()` (collections.abc's classes) adds no slot.
+    PyObject* slots = python::TypeDictItem(t, "__slots__");
+    if (!allow_slots && slots != nullptr && PyObject_Length(slots) != 0) {
+      PyErr_Clear();
       return false;
     }
   }
@@ -307,9 +310,8 @@ absl::StatusOr<VarPtr> Translator::UserObjectAttr(const VarPtr& obj, const std::
     }
   }
   if (d != nullptr) return ClassMember(obj, obj->user_class, name, d);
-  return Break(ir::GraphBreak::OTHER,
-               absl::StrCat(Describe(*obj), " has no attribute '", name, "'"),
-               "the read raises AttributeError");
+  return RaiseNew(PyExc_AttributeError, absl::StrCat("'", AsType(obj->user_class->object.get())->tp_name,
+                                                     "' object has no attribute '", name, "'"));
 }
 
 PyTypeObject* SuperDefiner(const VarPtr& sup, const char* name) {
@@ -541,6 +543,12 @@ std::optional<absl::StatusOr<VarPtr>> Translator::UserObjectBuiltin(const std::s
                               "bool", "print"}) {
     if (name == allowed) return std::nullopt;  // these read only the class, attributes or the tracker
   }
+  // These only iterate their arguments, which runs type(obj).__iter__
+  // traced (UserIter) or breaks.
+  for (const char* iterating : {"iter", "zip", "enumerate", "list", "tuple", "map", "filter", "any", "all",
+                                "sum", "sorted", "min", "max"}) {
+    if (name == iterating) return std::nullopt;
+  }
   if (name == "len" && args.size() == 1 && kwargs.empty()) {
     const VarPtr& v = args[0];
     PyObject* d = TypeLookup(v->user_class->object.get(), "__len__");
@@ -604,6 +612,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::UserIter(const VarPtr& v) {
   SourcePtr fn_source = AttrOf(cls_source, "__iter__");
   guards_.IdMatch(fn_source, Object::Borrow(d));
   VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(d), fn_source);
+  PyObject* sequence = StdlibObject("collections.abc", "Sequence");
+  if (sequence != nullptr && d == TypeLookup(sequence, "__iter__")) {
+    return absl::StatusOr<VarPtr>(MakeSequenceIterator(fn, v));  // a generator function, run natively
+  }
   absl::StatusOr<VarPtr> r = Inline(fn, {v}, {});
   if (!r.ok()) return r;
   if ((*r)->kind != VarKind::kIterator && (*r)->kind != VarKind::kGenerator) {

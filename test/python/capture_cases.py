@@ -7,6 +7,7 @@ inside this file; inputs is a list of --input specs, or the name of an
 Every construct the translator handles without a break appears here.
 """
 import collections
+import collections.abc
 import dataclasses
 import math
 
@@ -600,6 +601,38 @@ def exceptions_in_calls(x):
     return a, b, seen
 
 
+# --- collections.abc classes, properties that raise AttributeError --------------
+class _Layers(collections.abc.Sequence):
+    """A Sequence view (abc.ABCMeta, empty __slots__ bases): iterated by
+    Sequence.__iter__, which stops at the IndexError of __getitem__."""
+
+    def __init__(self, items):
+        self._items = items
+
+    def __len__(self):
+        return len(self._items)
+
+    def __getitem__(self, i):
+        if i >= len(self._items):
+            raise IndexError("layer index out of range")
+        return self._items[i]
+
+    @property
+    def compiled(self):
+        if not self._items:
+            raise AttributeError("no layers")
+        return all(t.dim() == 1 for t in self._items)
+
+
+def sequence_protocols(x):
+    layers = _Layers([x, x * 2, x * 3])
+    total = sum(t.sum() for t in layers)
+    pairs = [a - b for a, b in zip(layers, reversed(list(layers)))]
+    empty = _Layers([])
+    return (total, pairs[0], getattr(layers, "compiled", None), getattr(empty, "compiled", "absent"),
+            hasattr(empty, "compiled"), hasattr(layers, "missing"), len(list(iter(layers))))
+
+
 # --- dict subclasses made in the trace -----------------------------------------
 class _Output(collections.OrderedDict):
     """transformers' ModelOutput in small."""
@@ -671,6 +704,7 @@ CASES = [
     ("try_except", ["f32[3]"], lambda: (r(3),)),
     ("exceptions_in_calls", ["f32[3]"], lambda: (r(3),)),
     ("dict_subclasses", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("sequence_protocols", ["f32[3]"], lambda: (r(3),)),
     ("loop_range", ["f32[3]"], lambda: (r(3),)),
     ("loop_list", ["[f32[2],f32[2],f32[2]]"], lambda: ([r(2), r(2), r(2)],)),
     ("loop_zip_enumerate", ["(f32[2],f32[2])", "[f32[2],f32[2]]"], lambda: ((r(2), r(2)), [r(2), r(2)])),
