@@ -289,6 +289,7 @@ struct CompiledCheck {
   PinnedType pin;
   int tensor = -1;    // TENSOR_MATCH: index into Program::tensors
   bool present = false;  // HASATTR: whether the attribute (`object`, interned) exists
+  bool item = false;     // HASATTR of a key: `object in value` instead
 };
 
 int Cost(ir::Guard::Kind kind) {
@@ -777,6 +778,15 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
     case ir::Guard::TENSOR_MATCH:
       return TensorHolds(tensors[static_cast<size_t>(c.tensor)], v, why);
     case ir::Guard::HASATTR: {
+      if (c.item) {  // `key in value`, by the container's own rule
+        int r = PySequence_Contains(v, c.object.get());
+        if (r == (c.present ? 1 : 0)) return true;
+        if (r < 0) PyErr_Clear();
+        if (why != nullptr) {
+          *why = r < 0 ? "'in' raised" : absl::StrCat("expected the key to be ", c.present ? "present" : "absent");
+        }
+        return false;
+      }
       // hasattr's rule: only AttributeError means absent; any other error
       // fails the guard.
       Object a = Object::Steal(PyObject_GetAttr(v, c.object.get()));
@@ -1247,10 +1257,16 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
       c.plan = PlanContainer(v, &c.pin, k, /*for_len=*/true);
       return c;
     case ir::Guard::HASATTR: {
-      // Compiled on the object; the source's last step is the attribute.
-      size_t dot = g.source().rfind('.');
-      if (dot == std::string::npos) return absl::InvalidArgumentError("HASATTR of a source with no attribute");
-      c.object = Intern(g.source().substr(dot + 1));
+      // Compiled on the object; the source's last step is the attribute,
+      // or the key whose membership is checked.
+      absl::StatusOr<std::vector<Token>> tokens = ParseSource(g.source());
+      if (!tokens.ok()) return tokens.status();
+      const Token& last = tokens->back();
+      if (tokens->size() < 2) return absl::InvalidArgumentError("HASATTR of a source with no attribute or key");
+      c.item = last.kind != Token::kAttr;
+      c.object = last.kind == Token::kAttr  ? Intern(last.name)
+                 : last.kind == Token::kKey ? python::FromString(last.name)
+                                            : python::FromLong(last.index);
       c.present = g.value().bool_value();
       return c;
     }
@@ -1457,8 +1473,9 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
     // HASATTR is checked on the object: every step but the attribute.
     size_t steps = tokens->size();
     if (g.kind() == ir::Guard::HASATTR) {
-      if (steps < 2 || tokens->back().kind != Token::kAttr) {
-        return fail(absl::InvalidArgumentError("HASATTR needs a source ending in an attribute"));
+      if (steps < 2 || (tokens->back().kind != Token::kAttr && tokens->back().kind != Token::kKey &&
+                        tokens->back().kind != Token::kIndex)) {
+        return fail(absl::InvalidArgumentError("HASATTR needs a source ending in an attribute or key"));
       }
       --steps;
     }

@@ -450,6 +450,10 @@ void Translator::NoteTensorSource(const SourcePtr& source, PyObject* tensor) {
 void Translator::GuardAliasing() { guards_.Aliasing(alias_sources_, alias_ids_); }
 
 SourcePtr Translator::ChildSource(const VarPtr& container, int64_t index) {
+  if (!container->source && container->kind == VarKind::kNNModule && container->self) {
+    // A slice of a container: the child is the original's.
+    return ChildSource(container->self, container->start + index * container->step);
+  }
   if (!container->source) return nullptr;
   // nn.Module containers iterate their _modules in order; the child's own
   // name gives the exact path ("features.conv0" where iteration says [0]).

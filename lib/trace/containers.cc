@@ -271,4 +271,33 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn,
   return absl::StatusOr<VarPtr>(d);
 }
 
+// os.environ read from a source (os._Environ, whose Python __getitem__
+// goes through a dict of bytes): an item is the variable's value now,
+// guarded as os.environ['K'], and a missing one is guarded absent and
+// raises KeyError in the trace (os.environ.get's default is then taken by
+// Mapping.get's own except clause). Nothing for other values.
+std::optional<absl::StatusOr<bool>> Translator::EnvironHas(const VarPtr& env, const VarPtr& key) {
+  PyObject* environ_type = StdlibObject("os", "_Environ");
+  if (env->kind != VarKind::kOpaque || !env->source || !env->object || environ_type == nullptr ||
+      reinterpret_cast<PyObject*>(Py_TYPE(env->object.get())) != environ_type || !key->is_constant() ||
+      !PyUnicode_CheckExact(key->object.get())) {
+    return std::nullopt;
+  }
+  int r = PySequence_Contains(env->object.get(), key->object.get());
+  if (r < 0) return absl::StatusOr<bool>(python::FetchError("reading os.environ"));
+  guards_.HasItem(env->source, *python::AsString(key->object), r == 1);
+  return absl::StatusOr<bool>(r == 1);
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::EnvironItem(const VarPtr& env, const VarPtr& key) {
+  using R = absl::StatusOr<VarPtr>;
+  std::optional<absl::StatusOr<bool>> has = EnvironHas(env, key);
+  if (!has) return std::nullopt;
+  if (!has->ok()) return R(has->status());
+  if (!**has) return R(RaiseNew(PyExc_KeyError, *python::AsString(key->object)));
+  python::Object value = python::Object::Steal(PyObject_GetItem(env->object.get(), key->object.get()));
+  if (!value) return R(python::FetchError("reading os.environ"));
+  return Wrap(value, Source::Item(env->source, *python::AsString(key->object)));
+}
+
 }  // namespace dynamo::trace

@@ -101,6 +101,14 @@ void GuardSet::HasAttr(const SourcePtr& object, const std::string& name, bool pr
   }
 }
 
+void GuardSet::HasItem(const SourcePtr& mapping, const std::string& key, bool present) {
+  if (!mapping) return;
+  if (ir::Guard* g = Add(ir::Guard::HASATTR, Source::Item(mapping, key)->ToString())) {
+    g->mutable_value()->set_bool_value(present);
+    g->set_reason(present ? "key read as present" : "key read as absent");
+  }
+}
+
 void GuardSet::Aliasing(const std::vector<SourcePtr>& sources, const std::vector<const void*>& identities) {
   if (sources.size() < 2) return;
   std::vector<std::string> paths;

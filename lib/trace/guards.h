@@ -39,6 +39,8 @@ class GuardSet {
   // hasattr(value at `object`, name) == present: an attribute's absence is a
   // fact the trace read as much as its value (getattr with a default).
   void HasAttr(const SourcePtr& object, const std::string& name, bool present);
+  // `key in value at mapping` == present (HASATTR on mapping[key]).
+  void HasItem(const SourcePtr& mapping, const std::string& key, bool present);
   // Which of these values are the same object: `identities` parallel to
   // `sources` (equal identities: the same object). One guard, over every
   // pair, so that f(a, a) and f(a, b) never share a trace.

@@ -814,6 +814,7 @@ absl::StatusOr<python::Object> Translator::TypingArgument(const VarPtr& v) {
 }
 
 absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& index) {
+  if (std::optional<absl::StatusOr<VarPtr>> r = EnvironItem(obj, index)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSpecial(obj, "__getitem__", {index})) return *std::move(r);
   if (obj->is_ndarray) return NdarrayOperator("getitem", {obj, index});
   if (obj->is_tensor()) {
@@ -886,6 +887,22 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
       if (i.ok() && obj->kind == VarKind::kNNModule && *i >= 0) source = ChildSource(obj, *i);
       else if (i.ok()) source = Source::Item(obj->source, *i);
       else if (s.ok()) source = Source::Item(obj->source, *s);
+    }
+    if (obj->kind == VarKind::kNNModule && obj->source && index->kind == VarKind::kSlice &&
+        Py_TYPE(item.get()) == Py_TYPE(obj->object.get())) {
+      // layers[:n]: a new container of the same children, which keep their
+      // paths through the original (ChildSource); how many there are
+      // depends on the original's length.
+      Py_ssize_t n = PyObject_Length(obj->object.get());
+      Py_ssize_t start = 0, stop = 0, step = 1;
+      if (n < 0 || PySlice_Unpack(key->get(), &start, &stop, &step) < 0) return python::FetchError("slice");
+      PySlice_AdjustIndices(n, &start, &stop, step);
+      guards_.LengthMatch(obj->source, static_cast<int64_t>(n));
+      VarPtr sliced = Var::OfKind(VarKind::kNNModule, item);
+      sliced->self = obj;
+      sliced->start = start;
+      sliced->step = step;
+      return sliced;
     }
     return Wrap(item, source);
   }
@@ -1052,6 +1069,7 @@ absl::StatusOr<std::optional<VarPtr>> Translator::IteratorNext(const VarPtr& it)
 }
 
 absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr& item) {
+  if (std::optional<absl::StatusOr<bool>> r = EnvironHas(container, item)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSpecial(container, "__contains__", {item})) {
     if (!r->ok()) return r->status();
     return Truthy(**r);

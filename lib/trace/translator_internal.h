@@ -404,6 +404,10 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> UserObjectBuiltin(const std::string& name, const std::vector<VarPtr>& args,
                                                           const Kwargs& kwargs);
 
+  // os.environ[key] / key in os.environ, guarded (containers.cc).
+  std::optional<absl::StatusOr<VarPtr>> EnvironItem(const VarPtr& env, const VarPtr& key);
+  std::optional<absl::StatusOr<bool>> EnvironHas(const VarPtr& env, const VarPtr& key);
+
   // --- instances of Python dict subclasses made by the trace (user_dicts.cc) ---
   // cls(*args, **kw) for a Python subclass of dict or OrderedDict whose
   // special methods are ones the trace routes (IsUserDict); nothing for

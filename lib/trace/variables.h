@@ -88,7 +88,8 @@ struct Var {
   std::vector<std::string> fields;  // kTuple: a named tuple's field names (torch.return_types)
   size_t position = 0;       // kIterator: next item
 
-  // kRange
+  // kRange; a kNNModule sliced from another (its `self`): the first index
+  // and the step into that one's children
   int64_t start = 0, stop = 0, step = 1;
 
   // kOp: registry name; kBuiltin: builtin name; kMethod: method name;

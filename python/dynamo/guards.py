@@ -81,6 +81,18 @@ def resolve_source(source, frame_locals, frame_globals):
     return value
 
 
+def _split_last(source):
+    """(the source up to its last step, that step's match): HASATTR's owner
+    and the attribute or key whose presence it checks."""
+    pos, start, last = 0, 0, None
+    while pos < len(source):
+        m = _TOKEN.match(source, pos)
+        if not m:
+            raise ValueError(f"cannot parse source {source!r} at {pos}")
+        start, last, pos = pos, m, m.end()
+    return source[:start], last
+
+
 def identity_name(value):
     """The stable name an ID_MATCH guard records (lib/trace/guards.cc)."""
     if isinstance(value, type(sys)):
@@ -171,14 +183,20 @@ def check_guards(capture, fn, args=(), kwargs=None):
                                        f"expected {not same}, got {same}")
             continue
         if guard.kind == ir.Guard.HASATTR:
-            owner, _, name = guard.source.rpartition(".")
+            owner, last = _split_last(guard.source)
             try:
-                present = hasattr(resolve_source(owner, frame_locals, frame_globals), name)
-            except (LookupError, AttributeError) as e:
+                value = resolve_source(owner, frame_locals, frame_globals)
+                if last.group("attr"):
+                    present = hasattr(value, last.group("attr"))
+                else:  # a key: `in`, by the container's own rule
+                    key = int(last.group("index")) if last.group("index") else _unquote(last.group("key"))
+                    present = key in value
+            except (LookupError, AttributeError, TypeError) as e:
                 return guard, f"{owner}: cannot be read ({e!r})"
             if present != guard.value.bool_value:
                 want = "present" if guard.value.bool_value else "absent"
-                return guard, f"{guard.source}: expected the attribute to be {want}"
+                what = "attribute" if last.group("attr") else "key"
+                return guard, f"{guard.source}: expected the {what} to be {want}"
             continue
         try:
             value = resolve_source(guard.source, frame_locals, frame_globals)

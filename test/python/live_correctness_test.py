@@ -129,6 +129,36 @@ def attribute_absence():
 
 
 @minimal
+def environment_variables():
+    """os.environ reads: the value and the absence of a variable are guarded,
+    so setting, changing or removing one recaptures."""
+    import os
+    key, other = "DYNAMO_TEST_ENV_FLAG", "DYNAMO_TEST_ENV_SHIFT"
+
+    def f(x):
+        if os.environ.get(key, "0") == "1":
+            x = x * 2
+        if other in os.environ:
+            x = x + int(os.environ[other])
+        return x + 1
+    opt = dynamo.optimize(Counter(), nopython=True)(f)
+    results = []
+    try:
+        for setting in [{}, {key: "1"}, {key: "1", other: "5"}, {key: "1", other: "7"}, {other: "2"}]:
+            os.environ.pop(key, None)
+            os.environ.pop(other, None)
+            os.environ.update(setting)
+            results.append((setting, opt(X), f(X)))
+    finally:
+        os.environ.pop(key, None)
+        os.environ.pop(other, None)
+    bad = [(s, o, e) for s, o, e in results if not same(o, e)]
+    if bad:
+        FAILURES.append(f"os.environ: optimized differs from eager for {bad}")
+    return not bad
+
+
+@minimal
 def legacy_tensor_types():
     def f(t):
         return t + 1 if isinstance(t, torch.FloatTensor) else t - 1

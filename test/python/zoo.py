@@ -135,16 +135,10 @@ TRAINS = {"resnet18", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", 
 # Every model where dynamo makes more graphs than torch._dynamo 2.14, with
 # the reason (the test fails on one not listed, and on a listed one that no
 # longer is above, so the list stays true).
-_MODEL_OUTPUT = ("transformers' ModelOutput (a dataclass over OrderedDict whose __post_init__ "
-                 "fills its items) is not constructed in a trace: each forward that returns "
-                 "one ends its graph there; torch._dynamo models the class specially")
 ABOVE_TORCH = {
-    "bert": _MODEL_OUTPUT,
-    "gpt2": _MODEL_OUTPUT + "; DynamicCache(config=...) builds a _PerLayerConfigView and iterates "
-                            "it through a generator made outside the trace",
-    "t5": _MODEL_OUTPUT + "; copy.deepcopy(config) (id() of an object); the DynamicCache as GPT-2's",
-    "llama": _MODEL_OUTPUT + "; os.environ read in forward (a dict with bytes keys); the DynamicCache "
-                             "as GPT-2's",
+    "t5": "T5Config.get_text_config(decoder=True) (the DynamicCache's) copies the legacy flat config "
+          "with copy.deepcopy, whose id()-keyed memo and __reduce_ex__ reconstruction of an object read "
+          "from the frame are not traced",
 }
 
 # ---------------------------------------------------------------------------
