@@ -1897,6 +1897,17 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
     if (auto it = attr_overlay_.find(std::make_pair(obj->object.get(), name)); it != attr_overlay_.end()) {
       return it->second;
     }
+    // The real __dict__ does not hold the attributes the trace has set
+    // (replayed after the graph): reading it now would miss them.
+    if (name == "__dict__" || name == "__getattribute__") {
+      for (const auto& [key, value] : attr_overlay_) {
+        if (key.first != obj->object.get()) continue;
+        return Break(ir::GraphBreak::SIDE_EFFECT,
+                     absl::StrCat("reading .", name, " of ", Describe(*obj), " after setting its attribute '",
+                                  key.second, "' in the trace"),
+                     "the assignment is replayed after the graph, so the object does not hold it yet");
+      }
+    }
   }
   switch (obj->kind) {
     case VarKind::kTensor:

@@ -34,11 +34,11 @@ constexpr const char kRaised[] = "an exception is raised in the trace";
 // __init__ come from builtin classes.
 bool ConstructedInC(PyObject* cls) {
   for (const char* name : {"__new__", "__init__"}) {
-    Object n = python::FromString(name);
     PyObject* mro = reinterpret_cast<PyTypeObject*>(cls)->tp_mro;
     for (Py_ssize_t i = 0; mro != nullptr && i < PyTuple_GET_SIZE(mro); ++i) {
       PyTypeObject* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-      if (PyDict_GetItem(t->tp_dict, n.get()) == nullptr) continue;
+      // (a builtin type's tp_dict is no field to read from 3.12 on)
+      if (python::TypeDictItem(t, name) == nullptr) continue;
       if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) return false;
       break;
     }

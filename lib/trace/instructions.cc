@@ -27,6 +27,7 @@ constexpr int kCompareToBool = op::kPythonMinor >= 13 ? 16 : 0;
 // CALL_INTRINSIC_1's operands (CPython's pycore_intrinsics.h, 3.12 and 3.13).
 constexpr int kIntrinsicUnaryPositive = 5;
 constexpr int kIntrinsicListToTuple = 6;
+constexpr int kIntrinsicStopIterationError = 3;
 
 }  // namespace
 
@@ -616,6 +617,17 @@ absl::Status Translator::OpCallIntrinsic1(Frame& f, const Instruction& in, std::
     POP_OR_RETURN(v);
     ASSIGN_OR_RETURN(r, UnaryOperator("pos", v));
     f.stack.push_back(std::move(r));
+    return absl::OkStatus();
+  }
+  if (in.arg == kIntrinsicStopIterationError) {
+    // A generator's own handler (3.12+): an exception leaving its body
+    // passes on, a StopIteration as RuntimeError (PEP 479).
+    POP_OR_RETURN(exc);
+    if (exc->object && PyErr_GivenExceptionMatches(exc->object.get(), PyExc_StopIteration)) {
+      return Break(ir::GraphBreak::OTHER, "a generator raises StopIteration",
+                   "the function would raise RuntimeError (PEP 479)");
+    }
+    f.stack.push_back(std::move(exc));
     return absl::OkStatus();
   }
   return Break(ir::GraphBreak::UNSUPPORTED_OPCODE,

@@ -51,7 +51,8 @@ constexpr const char* kInertSpecials[] = {
     "__annotate_func__", "__annotations_cache__", "__firstlineno__", "__static_attributes__",
     "__orig_bases__", "__parameters__", "__match_args__", "__dataclass_fields__", "__dataclass_params__",
     "__init_subclass__", "__class_getitem__", "__eq__", "__ne__", "__hash__", "__repr__", "__str__",
-    "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__delitem__"};
+    "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__delitem__",
+    "__replace__"};  // 3.13's dataclasses: copy.replace(), a Python method
 
 bool Listed(const char* const* begin, const char* const* end, const std::string& name) {
   return std::find_if(begin, end, [&](const char* n) { return name == n; }) != end;

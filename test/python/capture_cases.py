@@ -627,9 +627,9 @@ class _Layers(collections.abc.Sequence):
 def sequence_protocols(x):
     layers = _Layers([x, x * 2, x * 3])
     total = sum(t.sum() for t in layers)
-    pairs = [a - b for a, b in zip(layers, reversed(list(layers)))]
+    pairs = torch.stack([a - b for a, b in zip(layers, reversed(list(layers)))])
     empty = _Layers([])
-    return (total, pairs[0], getattr(layers, "compiled", None), getattr(empty, "compiled", "absent"),
+    return (total, pairs, getattr(layers, "compiled", None), getattr(empty, "compiled", "absent"),
             hasattr(empty, "compiled"), hasattr(layers, "missing"), len(list(iter(layers))))
 
 

@@ -129,6 +129,21 @@ def attribute_absence():
 
 
 @minimal
+def instance_dict_after_setting_attributes():
+    """obj.__dict__ read after the trace set one of obj's attributes: the set
+    is replayed after the graph, so the real dict lacks it (a dataclass's
+    __post_init__ reading self.__dict__ got None and left its items empty)."""
+    class Box:
+        pass
+
+    def f(b, x):
+        b.val = x + 1
+        got = b.__dict__.get("val")
+        return x * 5 if got is None else got
+    return check("__dict__ after setattr", f, [(Box(), X), (Box(), X)])
+
+
+@minimal
 def environment_variables():
     """os.environ reads: the value and the absence of a variable are guarded,
     so setting, changing or removing one recaptures."""
