@@ -70,7 +70,7 @@ int DictBaseIndex(PyObject* cls) {
     PyTypeObject* t = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
     if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) break;
     if (python::TypeDictItem(t, "__slots__") != nullptr) return 0;
-    PyObject* dict = t->tp_dict;
+    PyObject* dict = t->tp_dict;  // a Python class's own (builtin types' is per-interpreter from 3.12)
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(dict, &pos, &key, &value)) {
@@ -88,8 +88,8 @@ int DictBaseIndex(PyObject* cls) {
   PyObject* rest_dict = reinterpret_cast<PyObject*>(&PyDict_Type);
   PyObject* object = reinterpret_cast<PyObject*>(&PyBaseObject_Type);
   const bool plain = base == rest_dict && n - i == 2 && PyTuple_GET_ITEM(mro, n - 1) == object;
-  const bool ordered = base == StdlibObject("collections", "OrderedDict") && n - i == 3 && PyTuple_GET_ITEM(mro, n - 2) == rest_dict &&
-                       PyTuple_GET_ITEM(mro, n - 1) == object;
+  const bool ordered = base == StdlibObject("collections", "OrderedDict") && n - i == 3 &&
+                       PyTuple_GET_ITEM(mro, n - 2) == rest_dict && PyTuple_GET_ITEM(mro, n - 1) == object;
   if (!plain && !ordered) return 0;
   // Made by the base's own __new__, read by the generic attribute protocol.
   for (const char* name : {"__new__", "__getattribute__", "__delattr__"}) {
