@@ -477,14 +477,9 @@ class Emitter {
         // __new__, checked by the translator), then one STORE_ATTR per
         // attribute it holds (its class's __setattr__ is object's). Kept in
         // a temporary first, so attributes may refer back to it.
-        BeginCall();
-        if (absl::Status s = LoadMroEntry(v->user_class, -1, "__new__"); !s.ok()) return s;  // object.__new__
-        CalleeLoaded();
-        if (absl::Status s = Load(v->user_class); !s.ok()) return s;
-        Call(1);
-        int t = NewTemp();
-        Emit(op::kStoreFast, t);
-        memo_[v.get()] = t;
+        absl::StatusOr<int> made = NewInstance(v, -1);  // object.__new__
+        if (!made.ok()) return made.status();
+        const int t = *made;
         for (size_t i = 0; i < v->items.size(); ++i) {
           absl::StatusOr<std::string> name = python::AsString(v->keys[i]->object);
           if (!name.ok()) return Unrebuildable("an attribute with a non-string name");
@@ -614,8 +609,6 @@ class Emitter {
     }
   }
 
-  // cls.__mro__[index].attr, for the builtin bases of a class the trace
-  // instantiated, read without importing builtins.
   // An instance of a Python dict subclass the trace made: its C base's
   // __new__ (no __init__ runs again), then that base's __setitem__ per item
   // and object.__setattr__ per attribute, bypassing the class's overrides,
@@ -627,19 +620,13 @@ class Emitter {
     Py_ssize_t i = 0;
     while (i < n && (reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_flags & Py_TPFLAGS_HEAPTYPE)) ++i;
     const int base = static_cast<int>(i - n);  // -2: dict, -3: OrderedDict
-    BeginCall();
-    if (absl::Status s = LoadMroEntry(v->user_class, base, "__new__"); !s.ok()) return s;
-    CalleeLoaded();
-    if (absl::Status s = Load(v->user_class); !s.ok()) return s;
-    Call(1);
-    int t = NewTemp();
-    Emit(op::kStoreFast, t);
-    memo_[v.get()] = t;
+    absl::StatusOr<int> t = NewInstance(v, base);
+    if (!t.ok()) return t.status();
     auto store = [&](int mro_index, const char* slot, const VarPtr& key, const VarPtr& value) -> absl::Status {
       BeginCall();
       if (absl::Status s = LoadMroEntry(v->user_class, mro_index, slot); !s.ok()) return s;
       CalleeLoaded();
-      Emit(op::kLoadFast, t);
+      Emit(op::kLoadFast, *t);
       if (absl::Status s = Load(key); !s.ok()) return s;
       if (absl::Status s = Load(value); !s.ok()) return s;
       Call(3);
@@ -653,10 +640,27 @@ class Emitter {
     for (size_t k = 0; k < attrs->items.size(); ++k) {
       if (absl::Status s = store(-1, "__setattr__", attrs->keys[k], attrs->items[k]); !s.ok()) return s;
     }
-    Emit(op::kLoadFast, t);
+    Emit(op::kLoadFast, *t);
     return absl::OkStatus();
   }
 
+  // cls.__mro__[index].__new__(cls) for the object v, kept in a new
+  // temporary (v's from now on, so its state may refer back to it): the
+  // instance before that state is restored.
+  absl::StatusOr<int> NewInstance(const VarPtr& v, int mro_index) {
+    BeginCall();
+    if (absl::Status s = LoadMroEntry(v->user_class, mro_index, "__new__"); !s.ok()) return s;
+    CalleeLoaded();
+    if (absl::Status s = Load(v->user_class); !s.ok()) return s;
+    Call(1);
+    int t = NewTemp();
+    Emit(op::kStoreFast, t);
+    memo_[v.get()] = t;
+    return t;
+  }
+
+  // cls.__mro__[index].attr, for the builtin bases of a class the trace
+  // instantiated, read without importing builtins.
   absl::Status LoadMroEntry(const VarPtr& cls, int index, const std::string& attr) {
     if (absl::Status s = Load(cls); !s.ok()) return s;
     EmitName(op::kLoadAttr, Name("__mro__"));
