@@ -2346,6 +2346,7 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
     visit(v->value);
     visit(v->defaults);
     visit(v->kwdefaults);
+    visit(v->instance_dict);  // a dict subclass's attributes
   };
   for (const VarPtr& v : st.stack) visit(v);
   for (const VarPtr& v : st.locals) visit(v);

@@ -1647,15 +1647,16 @@ class _Settings(dict):
 def dict_subclass_across_break(x):
     s = _Settings(scale=3, bias=x.cos())
     s["extra"] = s.get("missing", 1)
-    s.tag = "v1"
+    s.tag, s.aux = "v1", x.exp()  # an attribute only the rebuilt object holds
     print("settings", sorted(s), s.tag)
-    return s.scaled(x) + s["bias"], s
+    return s.scaled(x) + s["bias"] - s.aux, s
 
 
 case("dict_subclass_across_break", dict_subclass_across_break, [lambda: A(T(3, seed=175))],
      graphs=2, breaks=1, tags=("user_class", "dict_subclass", "print"),
      why="a dict subclass made in the trace crosses the print (rebuilt with its items and its "
-         "attribute) and keeps its class's method | [cos] | print | [mul, add]")
+         "attributes, a graph output among them) and keeps its class's method | [cos, exp] | print | "
+         "[mul, add, sub]")
 
 
 class _IterDict(dict):
