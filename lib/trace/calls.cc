@@ -1157,8 +1157,6 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
 }
 
 absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& name) {
-  if (v->kind == VarKind::kUserObject) return UserObjectHasAttr(v, name);
-  if (IsUserDict(v)) return UserDictHasAttr(v, name);
   Object owner;  // what hasattr is asked of
   bool instance = false;
   if (v->kind == VarKind::kFunction && v->object && PyCode_Check(v->object.get())) {

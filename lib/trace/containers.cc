@@ -277,10 +277,13 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn,
 // raises KeyError in the trace (os.environ.get's default is then taken by
 // Mapping.get's own except clause). Nothing for other values.
 std::optional<absl::StatusOr<bool>> Translator::EnvironHas(const VarPtr& env, const VarPtr& key) {
-  PyObject* environ_type = StdlibObject("os", "_Environ");
-  if (env->kind != VarKind::kOpaque || !env->source || !env->object || environ_type == nullptr ||
-      reinterpret_cast<PyObject*>(Py_TYPE(env->object.get())) != environ_type || !key->is_constant() ||
+  // Every subscript and `in` asks: the cheap tests first.
+  if (env->kind != VarKind::kOpaque || !env->source || !env->object || !key->is_constant() ||
       !PyUnicode_CheckExact(key->object.get())) {
+    return std::nullopt;
+  }
+  PyObject* environ_type = StdlibObject("os", "_Environ");
+  if (environ_type == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(env->object.get())) != environ_type) {
     return std::nullopt;
   }
   int r = PySequence_Contains(env->object.get(), key->object.get());

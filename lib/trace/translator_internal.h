@@ -382,7 +382,6 @@ class Translator {
                                      PyObject* found);
   std::optional<absl::StatusOr<VarPtr>> UserTupleAttr(const VarPtr& obj, const std::string& name);
   absl::Status StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value);
-  absl::StatusOr<bool> UserObjectHasAttr(const VarPtr& obj, const std::string& name);
   // The truth value of an instance of a Python class: type(v).__bool__,
   // then __len__, then True (CPython's order); nothing when v's class is
   // not one whose protocol is known.
@@ -417,7 +416,6 @@ class Translator {
   // d.name: the class's data descriptors, the instance dict, the class's
   // Python members, then dict's own methods (a kMethod on d).
   absl::StatusOr<VarPtr> UserDictAttr(const VarPtr& d, const std::string& name);
-  absl::StatusOr<bool> UserDictHasAttr(const VarPtr& d, const std::string& name);
   // d.name = value: through the class's Python __setattr__ when it has one
   // and `through_class`, else object's (the instance dict).
   absl::Status StoreUserDictAttr(const VarPtr& d, const std::string& name, const VarPtr& value,

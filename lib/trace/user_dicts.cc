@@ -190,21 +190,6 @@ absl::StatusOr<VarPtr> Translator::UserDictAttr(const VarPtr& d, const std::stri
   return Var::Method(d, name);
 }
 
-absl::StatusOr<bool> Translator::UserDictHasAttr(const VarPtr& d, const std::string& name) {
-  if (name == "__class__" || name == "__dict__") return true;
-  for (const VarPtr& k : d->instance_dict->keys) {
-    if (k->is_constant() && PyUnicode_Check(k->object.get()) && *python::AsString(k->object) == name) return true;
-  }
-  auto [definer, found] = Definer(d->user_class->object.get(), name.c_str());
-  if (found == nullptr) return false;
-  if (Py_TYPE(found) == &PyProperty_Type || (IsPythonClass(definer) && Py_TYPE(found)->tp_descr_get != nullptr &&
-                                             !PyFunction_Check(found))) {
-    return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of .", name, " of ", Describe(*d)),
-                 "the answer depends on a descriptor's getter");
-  }
-  return true;
-}
-
 absl::Status Translator::StoreUserDictAttr(const VarPtr& d, const std::string& name, const VarPtr& value,
                                            bool through_class) {
   PyObject* cls = d->user_class->object.get();

@@ -464,20 +464,6 @@ absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::strin
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> Translator::UserObjectHasAttr(const VarPtr& obj, const std::string& name) {
-  if (name == "__class__") return true;
-  for (const VarPtr& k : obj->keys) {
-    if (*python::AsString(k->object) == name) return true;
-  }
-  PyObject* d = TypeLookup(obj->user_class->object.get(), name.c_str());
-  if (d == nullptr) return false;
-  if (KindOf(d) == MemberKind::kProperty || KindOf(d) == MemberKind::kOtherDescriptor) {
-    return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of .", name, " of ", Describe(*obj)),
-                 "the answer depends on a descriptor's getter");
-  }
-  return true;
-}
-
 std::optional<absl::StatusOr<bool>> Translator::UserTruthy(const VarPtr& v) {
   if (!v->object || (v->kind != VarKind::kUserObject && v->kind != VarKind::kOpaque)) return std::nullopt;
   PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(v->object.get()));
