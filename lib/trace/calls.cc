@@ -887,48 +887,8 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       return Inline(fn, std::move(args), std::move(kwargs));
     case VarKind::kMethod:
       return CallMethod(fn, std::move(args), std::move(kwargs));
-    case VarKind::kNNModule: {
-      PyObject* m = fn->object.get();
-      for (const char* hooks : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"}) {
-        Object h = Attr(m, hooks);
-        if (h && PyObject_Length(h.get()) > 0) {
-          return Break(ir::GraphBreak::UNSUPPORTED_CALL,
-                       absl::StrCat(python::TypeName(fn->object), " has ", hooks),
-                       "module hooks are not traced; remove them for the capture");
-        }
-      }
-      // nn.Module.__call__ runs self.forward: an instance attribute
-      // (m.forward = f) shadows the class's. Either way the trace depends on
-      // which one it is: m.forward is guarded (a bound method matches by
-      // function and self), so assigning or deleting one recaptures.
-      Object instance_dict = Object::Steal(PyObject_GenericGetDict(m, nullptr));
-      PyObject* own = instance_dict ? PyDict_GetItemString(instance_dict.get(), "forward") : nullptr;
-      PyErr_Clear();
-      if (own != nullptr) {
-        absl::StatusOr<VarPtr> shadow = Wrap(Object::Borrow(own), fn->source ? Source::Attr(fn->source, "forward")
-                                                                             : nullptr);
-        if (!shadow.ok()) return shadow.status();
-        if (fn->source) guards_.IdMatch((*shadow)->source, Object::Borrow(own));
-        return Call(*shadow, std::move(args), std::move(kwargs));
-      }
-      if (fn->source) {
-        Object bound = Attr(m, "forward");
-        if (!bound) return python::FetchError("reading forward");
-        guards_.IdMatch(Source::Attr(fn->source, "forward"), bound);
-      }
-      Object forward = Attr(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward");
-      if (!forward || !PyFunction_Check(forward.get())) {
-        return Break(ir::GraphBreak::UNSUPPORTED_CALL,
-                     absl::StrCat(python::TypeName(fn->object), ".forward is not a Python function"), "");
-      }
-      // type(m).forward: its defaults and closure have a path (a tensor
-      // default is read from it on every call).
-      VarPtr method = Var::OfKind(VarKind::kFunction, forward,
-                                  fn->source ? Source::Attr(Source::Attr(fn->source, "__class__"), "forward")
-                                             : nullptr);
-      method->self = fn;
-      return Inline(method, std::move(args), std::move(kwargs));
-    }
+    case VarKind::kNNModule:
+      return CallNNModule(fn, std::move(args), std::move(kwargs));
     case VarKind::kClass: {
       PyObject* cls = fn->object.get();
       Object no_grad = TorchAttr("no_grad"), enable_grad = TorchAttr("enable_grad");

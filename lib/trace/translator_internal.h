@@ -407,6 +407,21 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> EnvironItem(const VarPtr& env, const VarPtr& key);
   std::optional<absl::StatusOr<bool>> EnvironHas(const VarPtr& env, const VarPtr& key);
 
+  // --- calling an nn.Module (module_calls.cc) ---
+  // m(*args, **kwargs): its forward pre-hooks, forward and forward hooks,
+  // every hook dict read guarded; backward hooks are a graph break.
+  absl::StatusOr<VarPtr> CallNNModule(const VarPtr& module, std::vector<VarPtr> args, Kwargs kwargs);
+  // m.forward(*args, **kwargs) as __call__ runs it (an instance attribute
+  // `forward` shadows the class's).
+  absl::StatusOr<VarPtr> CallForward(const VarPtr& module, std::vector<VarPtr> args, Kwargs kwargs);
+  struct ModuleHook {
+    VarPtr fn;
+    bool with_kwargs = false;
+  };
+  // The forward pre-hooks (pre) or forward hooks of a call of `module`,
+  // torch's per-process ones first, as _call_impl runs them; guarded.
+  absl::StatusOr<std::vector<ModuleHook>> ModuleHooks(const VarPtr& module, bool pre);
+
   // --- instances of Python dict subclasses made by the trace (user_dicts.cc) ---
   // cls(*args, **kw) for a Python subclass of dict or OrderedDict whose
   // special methods are ones the trace routes (IsUserDict); nothing for

@@ -509,6 +509,27 @@ class DictIn(nn.Module):
         return self.lin(batch["x"]) + batch["y"]
 
 
+class Hooked(nn.Module):
+    """Forward pre-hooks (one taking keywords) and forward hooks on children,
+    the kind instrumentation registers: traced into the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+        self.inner.register_forward_pre_hook(lambda m, args: (args[0].clamp(-2, 2),))
+        self.inner.register_forward_hook(lambda m, args, out: out + args[0])
+        self.norm.register_forward_pre_hook(lambda m, args, kwargs: ((args[0] * 0.5,), kwargs), with_kwargs=True)
+        self.norm.register_forward_hook(_scale_output)
+
+    def forward(self, x):
+        return self.norm(self.inner(x)).tanh()
+
+
+def _scale_output(module, args, out):
+    return None if module.training else out * 2
+
+
 mlp = MLP().eval()
 mlp_relu = MLP(act="relu").eval()
 stack = Stack().eval()
@@ -522,6 +543,7 @@ embed = Embed().eval()
 flag_eval = TrainingFlag().eval()
 params = ParamMath()
 dict_in = DictIn().eval()
+hooked = Hooked().eval()
 no_blocks = OptionalBlocks(0).eval()
 two_blocks = OptionalBlocks(2).eval()
 
@@ -728,6 +750,7 @@ CASES = [
     ("returns_constant_and_none", ["f32[2]"], lambda: (r(2),)),
     ("mlp.forward", ["f32[4,8]"], lambda: (r(4, 8),)),
     ("mlp_relu.forward", ["f32[2,8]"], lambda: (r(2, 8),)),
+    ("hooked.forward", ["f32[3,4]"], lambda: (r(3, 4),)),
     ("MLP.forward", "mlp_examples", lambda: (mlp, r(4, 8))),  # --example-inputs
     ("stack.forward", ["f32[5,8]"], lambda: (r(5, 8),)),
     ("seq.forward", ["f32[3,4]"], lambda: (r(3, 4),)),

@@ -144,6 +144,45 @@ def instance_dict_after_setting_attributes():
 
 
 @minimal
+def module_hooks_registered_after_capture():
+    """A hook registered on (or removed from) a submodule after its caller was
+    captured: the hook dicts are guarded, so the call recaptures. Before,
+    the captured graph ignored hooks added later (a wrong result); torch
+    skips these guards by default, we don't."""
+    lin = torch.nn.Linear(3, 3)
+    seq = torch.nn.Sequential(lin, torch.nn.ReLU())
+
+    def f(x):
+        return seq(x) + 1
+    x = torch.randn(2, 3)
+    counter = Counter()
+    opt = dynamo.optimize(counter, nopython=True)(f)
+    got, want = [opt(x)], [f(x)]
+    handles = [lin.register_forward_hook(lambda m, a, out: out * 0 - 5)]
+    got.append(opt(x)), want.append(f(x))
+    handles.append(seq.register_forward_pre_hook(lambda m, args: (args[0] * 2,)))
+    got.append(opt(x)), want.append(f(x))
+    handles.append(lin.register_forward_pre_hook(lambda m, args, kw: ((args[0] + 1,), kw), with_kwargs=True))
+    got.append(opt(x)), want.append(f(x))
+    for h in handles:
+        h.remove()
+    got.append(opt(x)), want.append(f(x))
+    # A per-process hook (torch.nn.modules.module.register_module_forward_hook).
+    g = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, a, out: out + 100 if isinstance(out, torch.Tensor) else None)
+    try:
+        got.append(opt(x)), want.append(f(x))
+    finally:
+        g.remove()
+    got.append(opt(x)), want.append(f(x))
+    bad = [i for i, (o, e) in enumerate(zip(got, want)) if not same(o, e)]
+    if bad:
+        FAILURES.append(f"hooks added after capture: calls {bad} differ from eager")
+        return False
+    return True
+
+
+@minimal
 def environment_variables():
     """os.environ reads: the value and the absence of a variable are guarded,
     so setting, changing or removing one recaptures."""

@@ -1,0 +1,200 @@
+// Calling an nn.Module from traced code: what nn.Module.__call__ does,
+// without tracing torch's own _call_impl. Its forward pre-hooks run on the
+// positional arguments, then forward (an instance attribute `m.forward`
+// shadows the class's), then its forward hooks on the result:
+//
+//   m.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
+//   m.register_forward_hook(lambda mod, args, out: out * 2)
+//   m(x)        # traced as: forward(x + 1) * 2
+//
+// The hooks torch keeps per process (nn.modules.module's
+// register_module_forward_hook) run first, as in _call_impl. Every hook
+// dict the call read is guarded (its length, and each hook's identity), so
+// registering or removing a hook after the capture recaptures instead of
+// running stale code. Backward hooks are a graph break: they attach to the
+// autograd graph the module's call builds, which is the backend's.
+#include <Python.h>
+
+#include "absl/strings/str_cat.h"
+#include "lib/python/error.h"
+#include "lib/trace/translator_internal.h"
+
+namespace dynamo::trace {
+namespace {
+
+using python::Object;
+using python::Attr;
+
+constexpr const char* kTorchModuleModule = "torch.nn.modules.module";
+
+// The per-process hook dict `name` of torch.nn.modules.module (empty when
+// torch has none by that name: an older torch).
+Object GlobalHooks(const char* name) {
+  PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), kTorchModuleModule);  // borrowed
+  if (module == nullptr) return Object();
+  Object d = Attr(module, name);
+  if (!d || !PyDict_Check(d.get())) {
+    PyErr_Clear();
+    return Object();
+  }
+  return d;
+}
+
+bool NonEmptyDict(const Object& d) { return d && PyDict_Check(d.get()) && PyDict_Size(d.get()) > 0; }
+
+bool IsNone(const VarPtr& v) { return v->kind == VarKind::kConstant && v->object.get() == Py_None; }
+
+}  // namespace
+
+absl::StatusOr<std::vector<Translator::ModuleHook>> Translator::ModuleHooks(const VarPtr& module, bool pre) {
+  PyObject* m = module->object.get();
+  const char* local_name = pre ? "_forward_pre_hooks" : "_forward_hooks";
+  const char* global_name = pre ? "_global_forward_pre_hooks" : "_global_forward_hooks";
+  Object with_kwargs = Attr(m, pre ? "_forward_pre_hooks_with_kwargs" : "_forward_hooks_with_kwargs");
+  Object global_with_kwargs = pre ? Object() : GlobalHooks("_global_forward_hooks_with_kwargs");
+  PyErr_Clear();
+  std::vector<ModuleHook> hooks;
+  struct Table {
+    Object dict;
+    SourcePtr source;
+  };
+  Object local = Attr(m, local_name);
+  PyErr_Clear();
+  const Table tables[] = {
+      {GlobalHooks(global_name), Source::Attr(Source::Module(kTorchModuleModule), global_name)},
+      {local, module->source ? Source::Attr(module->source, local_name) : nullptr},
+  };
+  for (const Table& t : tables) {
+    if (!t.dict || !PyDict_Check(t.dict.get())) continue;
+    if (t.source) guards_.LengthMatch(t.source, PyDict_Size(t.dict.get()));
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(t.dict.get(), &pos, &key, &value)) {
+      if (!t.source || !PyLong_Check(key)) {
+        return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                     absl::StrCat(python::TypeName(module->object), " has ", local_name, " that cannot be guarded"),
+                     "hooks are traced on modules the function reads from its arguments, globals or attributes");
+      }
+      int64_t id = PyLong_AsLongLong(key);
+      SourcePtr source = Source::Item(t.source, id);
+      absl::StatusOr<VarPtr> fn = Wrap(Object::Borrow(value), source);
+      if (!fn.ok()) return fn.status();
+      guards_.IdMatch(source, Object::Borrow(value));
+      bool kw = (with_kwargs && PyDict_Check(with_kwargs.get()) && PyDict_Contains(with_kwargs.get(), key) == 1) ||
+                (global_with_kwargs && PyDict_Contains(global_with_kwargs.get(), key) == 1);
+      hooks.push_back({*fn, kw});
+    }
+  }
+  PyErr_Clear();
+  return hooks;
+}
+
+absl::StatusOr<VarPtr> Translator::CallNNModule(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
+  PyObject* m = fn->object.get();
+  // Backward hooks hang on the autograd graph the call builds: not traced.
+  for (const char* name : {"_backward_hooks", "_backward_pre_hooks"}) {
+    Object h = Attr(m, name);
+    PyErr_Clear();
+    if (NonEmptyDict(h)) {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat(python::TypeName(fn->object), " has ", name),
+                   "backward hooks are not traced; the module's call runs in Python");
+    }
+    if (fn->source && h && PyDict_Check(h.get())) guards_.LengthMatch(Source::Attr(fn->source, name), 0);
+  }
+  for (const char* name : {"_global_backward_hooks", "_global_backward_pre_hooks"}) {
+    Object h = GlobalHooks(name);
+    if (NonEmptyDict(h)) {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("a module backward hook is registered (", name, ")"),
+                   "backward hooks are not traced; the module's call runs in Python");
+    }
+    if (h) guards_.LengthMatch(Source::Attr(Source::Module(kTorchModuleModule), name), 0);
+  }
+  absl::StatusOr<std::vector<ModuleHook>> pre = ModuleHooks(fn, /*pre=*/true);
+  if (!pre.ok()) return pre.status();
+  absl::StatusOr<std::vector<ModuleHook>> post = ModuleHooks(fn, /*pre=*/false);
+  if (!post.ok()) return post.status();
+  if (pre->empty() && post->empty()) return CallForward(fn, std::move(args), std::move(kwargs));
+
+  // The hooks see the positional arguments as a tuple, and those taking
+  // keywords a dict of them.
+  auto kwargs_dict = [&kwargs]() {
+    std::vector<VarPtr> keys, values;
+    for (const auto& [name, v] : kwargs) {
+      keys.push_back(Var::Constant(python::FromString(name)));
+      values.push_back(v);
+    }
+    return Var::Dict(std::move(keys), std::move(values));
+  };
+  VarPtr args_tuple = Var::Tuple(args);
+  for (const ModuleHook& hook : *pre) {
+    if (hook.with_kwargs) {
+      ASSIGN_OR_RETURN(r, Call(hook.fn, {fn, args_tuple, kwargs_dict()}, {}));
+      if (IsNone(r)) continue;
+      if (r->kind != VarKind::kTuple || r->items.size() != 2 || r->items[0]->kind != VarKind::kTuple ||
+          r->items[1]->kind != VarKind::kDict) {
+        return Break(ir::GraphBreak::OTHER,
+                     absl::StrCat("a forward pre-hook of ", python::TypeName(fn->object), " returned ", Describe(*r)),
+                     "a pre-hook with kwargs returns None or (args, kwargs)");
+      }
+      args_tuple = r->items[0];
+      Kwargs next;
+      for (size_t i = 0; i < r->items[1]->keys.size(); ++i) {
+        absl::StatusOr<std::string> key = python::AsString(r->items[1]->keys[i]->object);
+        if (!key.ok()) return Break(ir::GraphBreak::OTHER, "a forward pre-hook returned a non-string keyword", "");
+        next.emplace_back(*key, r->items[1]->items[i]);
+      }
+      kwargs = std::move(next);
+    } else {
+      ASSIGN_OR_RETURN(r, Call(hook.fn, {fn, args_tuple}, {}));
+      if (IsNone(r)) continue;
+      args_tuple = r->kind == VarKind::kTuple && !r->is_size ? r : Var::Tuple({r});
+    }
+  }
+  // A named tuple the hook returned is still a tuple of its items here.
+  ASSIGN_OR_RETURN(result, CallForward(fn, args_tuple->items, kwargs));
+  for (const ModuleHook& hook : *post) {
+    std::vector<VarPtr> hook_args = {fn, args_tuple};
+    if (hook.with_kwargs) hook_args.push_back(kwargs_dict());
+    hook_args.push_back(result);
+    ASSIGN_OR_RETURN(r, Call(hook.fn, std::move(hook_args), {}));
+    if (!IsNone(r)) result = r;
+  }
+  return result;
+}
+
+absl::StatusOr<VarPtr> Translator::CallForward(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
+  PyObject* m = fn->object.get();
+  // nn.Module.__call__ runs self.forward: an instance attribute
+  // (m.forward = f) shadows the class's. Either way the trace depends on
+  // which one it is: m.forward is guarded (a bound method matches by
+  // function and self), so assigning or deleting one recaptures.
+  Object instance_dict = Object::Steal(PyObject_GenericGetDict(m, nullptr));
+  PyObject* own = instance_dict ? PyDict_GetItemString(instance_dict.get(), "forward") : nullptr;
+  PyErr_Clear();
+  if (own != nullptr) {
+    absl::StatusOr<VarPtr> shadow =
+        Wrap(Object::Borrow(own), fn->source ? Source::Attr(fn->source, "forward") : nullptr);
+    if (!shadow.ok()) return shadow.status();
+    if (fn->source) guards_.IdMatch((*shadow)->source, Object::Borrow(own));
+    return Call(*shadow, std::move(args), std::move(kwargs));
+  }
+  if (fn->source) {
+    Object bound = Attr(m, "forward");
+    if (!bound) return python::FetchError("reading forward");
+    guards_.IdMatch(Source::Attr(fn->source, "forward"), bound);
+  }
+  Object forward = Attr(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward");
+  if (!forward || !PyFunction_Check(forward.get())) {
+    PyErr_Clear();
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                 absl::StrCat(python::TypeName(fn->object), ".forward is not a Python function"), "");
+  }
+  // type(m).forward: its defaults and closure have a path (a tensor
+  // default is read from it on every call).
+  VarPtr method = Var::OfKind(VarKind::kFunction, forward,
+                              fn->source ? Source::Attr(Source::Attr(fn->source, "__class__"), "forward") : nullptr);
+  method->self = fn;
+  return Inline(method, std::move(args), std::move(kwargs));
+}
+
+}  // namespace dynamo::trace
