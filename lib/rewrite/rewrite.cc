@@ -436,17 +436,32 @@ class Emitter {
         }
         if (v->kind == VarKind::kDict && v->instance_dict) return LoadUserDict(v);
         if (v->kind == VarKind::kDict) {
-          if (v->dict_class) {  // OrderedDict({...}): the same items, in order
+          // OrderedDict({...}) / defaultdict(factory, {...}): the same
+          // items, in order.
+          if (v->container_class) {
             BeginCall();
-            if (absl::Status s = LoadObject(v->dict_class); !s.ok()) return s;
+            if (absl::Status s = LoadObject(v->container_class); !s.ok()) return s;
             CalleeLoaded();
+            if (v->default_factory) {
+              if (absl::Status s = Load(v->default_factory); !s.ok()) return s;
+            }
           }
           for (size_t i = 0; i < v->items.size(); ++i) {
             if (absl::Status s = Load(v->keys[i]); !s.ok()) return s;
             if (absl::Status s = Load(v->items[i]); !s.ok()) return s;
           }
           Emit(op::kBuildMap, static_cast<int>(v->items.size()));
-          if (v->dict_class) Call(1);
+          if (v->container_class) Call(v->default_factory ? 2 : 1);
+        } else if (v->kind == VarKind::kList && v->container_class) {  // deque([...], maxlen)
+          BeginCall();
+          if (absl::Status s = LoadObject(v->container_class); !s.ok()) return s;
+          CalleeLoaded();
+          for (const VarPtr& item : v->items) {
+            if (absl::Status s = Load(item); !s.ok()) return s;
+          }
+          Emit(op::kBuildList, static_cast<int>(v->items.size()));
+          LoadConst(v->maxlen < 0 ? python::None() : python::FromLong(v->maxlen));
+          Call(2);
         } else {
           size_t first = v->kind == VarKind::kIterator ? v->position : 0;
           for (size_t i = first; i < v->items.size(); ++i) {

@@ -277,6 +277,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     }
     return v;
   }
+  if (source && IsDequeObject(o)) return WrapDeque(obj, source);
   if (PyDict_Check(o)) {
     absl::StatusOr<VarPtr> v = WrapDictItems(obj, source);
     if (!v.ok() || (*v)->kind != VarKind::kDict) return v;
@@ -522,6 +523,10 @@ absl::StatusOr<Object> Translator::ToPython(const VarPtr& v) {
         items.push_back(*o);
       }
       if (v->is_size) return python::Call(TorchAttr("Size"), {python::MakeTuple(items)});
+      if (IsDeque(v)) {
+        return python::Call(v->container_class, {python::MakeList(items),
+                                                 v->maxlen < 0 ? python::None() : python::FromLong(v->maxlen)});
+      }
       if (v->user_class) {  // a named tuple made by the trace: its class's tuple.__new__
         return python::Call(Attr(reinterpret_cast<PyObject*>(&PyTuple_Type), "__new__"),
                             {v->user_class->object, python::MakeTuple(items)});
@@ -556,6 +561,7 @@ absl::StatusOr<ir::Argument> Translator::ToArgument(const VarPtr& v) {
     if (v->keys.empty()) a.mutable_dict();  // an empty dict is still a dict
     return a;
   }
+  if (IsDeque(v)) return absl::InvalidArgumentError("a deque is no graph value (torch ops take lists and tuples)");
   if (v->is_sequence()) {
     ir::Argument a;
     a.mutable_list()->set_is_tuple(v->kind == VarKind::kTuple);
@@ -1043,10 +1049,11 @@ Object Translator::ClassOf(const VarPtr& v) {
       if (v->user_class) return v->user_class->object;
       return v->fields.empty() ? builtin(&PyTuple_Type) : Object();  // torch.return_types.*: not modelled
     case VarKind::kList:
-      return v->object ? type_of(v->object.get()) : builtin(&PyList_Type);
+      if (v->object) return type_of(v->object.get());
+      return v->container_class ? v->container_class : builtin(&PyList_Type);
     case VarKind::kDict:
       if (v->object) return type_of(v->object.get());
-      return v->dict_class ? v->dict_class : builtin(&PyDict_Type);
+      return v->container_class ? v->container_class : builtin(&PyDict_Type);
     case VarKind::kSlice:
       return builtin(&PySlice_Type);
     case VarKind::kRange:
@@ -1487,6 +1494,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
   const std::string& name = method->name;
   auto constant = [](Object o) { return Var::Constant(std::move(o)); };
   if (IsUserDict(self)) return CallUserDictMethod(self, name, std::move(args), std::move(kwargs));
+  if (IsDeque(self)) return CallDequeMethod(self, name, args, kwargs);
   if (self->is_tensor() && self->is_ndarray) return CallNdarrayMethod(self, name, args, kwargs);
   if (self->is_tensor()) {
     const ops::TensorMeta& m = self->meta;
@@ -1887,6 +1895,8 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
     case VarKind::kList:
     case VarKind::kDict:
     case VarKind::kGradMode:
+      if (IsDeque(obj)) return DequeAttr(obj, name);
+      if (IsDefaultDict(obj) && name == "default_factory") return obj->default_factory;
       return Var::Method(obj, name);
     case VarKind::kSet:
       return SetAttr(obj, name);

@@ -123,11 +123,12 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructContainer(const VarPt
     if (!c.ok()) PyErr_Clear();
     return c.ok() ? c->release() : nullptr;
   }();
+  if (std::optional<absl::StatusOr<VarPtr>> r = ConstructCollection(cls, args, kwargs)) return r;
   if (!cls->object || cls->object.get() != ordered_dict) return std::nullopt;
   // OrderedDict.__init__ updates from a mapping's keys or from pairs, then
   // from the keywords: what dict() does, in the same order.
   absl::StatusOr<VarPtr> d = BuildDict(args, kwargs);
-  if (d.ok()) (*d)->dict_class = cls->object;
+  if (d.ok()) (*d)->container_class = cls->object;
   return d;
 }
 
@@ -154,7 +155,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarP
     if (self->kind == VarKind::kList) return absl::StatusOr<VarPtr>(Var::List(self->items));
     // OrderedDict.copy() is type(self)(self): the same class.
     VarPtr copy = Var::Dict(self->keys, self->items);
-    copy->dict_class = self->dict_class;
+    copy->container_class = self->container_class;
+    copy->default_factory = self->default_factory;
     return absl::StatusOr<VarPtr>(copy);
   }
   return std::nullopt;
@@ -264,7 +266,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn,
   absl::StatusOr<std::vector<VarPtr>> keys = Materialize(args[0]);
   if (!keys.ok()) return absl::StatusOr<VarPtr>(keys.status());
   VarPtr d = Var::Dict({}, {});
-  if (owner == ordered_dict) d->dict_class = python::Object::Borrow(owner);
+  if (owner == ordered_dict) d->container_class = python::Object::Borrow(owner);
   for (const VarPtr& k : *keys) {
     if (absl::Status s = DictSet(d, k, value); !s.ok()) return absl::StatusOr<VarPtr>(s);
   }

@@ -574,6 +574,13 @@ absl::Status Translator::SetFunctionAttribute(const VarPtr& fn, int flag, const 
 }
 
 absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value) {
+  if (IsDeque(obj) && index->kind == VarKind::kSlice) {
+    return RaiseNew(PyExc_TypeError, "sequence index must be integer, not 'slice'");
+  }
+  if (IsDeque(obj) && obj->source) {
+    return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat("item assignment into ", obj->source->ToString()),
+                 "a deque the function was given is read by the trace, not changed; copy it first");
+  }
   const bool replayed = allow_breaks_ && obj->source && obj->object &&
                         (obj->kind == VarKind::kList || obj->kind == VarKind::kDict);
   if (replayed) MarkMutated(obj);
@@ -628,6 +635,7 @@ absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const
 absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const VarPtr& b) {
   std::string name = OperatorName(nb_op);
   if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
+  if (IsDeque(a) || IsDeque(b)) return DequeOperator(name, a, b);
   if (a->kind == VarKind::kList && (name == "iadd" || name == "imul")) return ListInPlace(name, a, b);
   if (a->is_ndarray || b->is_ndarray) return NdarrayOperator(name, {a, b});
   if (a->is_tensor() || b->is_tensor()) {
@@ -820,6 +828,9 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
   if (obj->is_tensor()) {
     return CallOp("operator.getitem", ir::Node::CALL_FUNCTION, {obj, index}, {});
   }
+  if (IsDeque(obj) && index->kind == VarKind::kSlice) {
+    return RaiseNew(PyExc_TypeError, "sequence index must be integer, not 'slice'");
+  }
   if (obj->is_sequence()) {
     guards_.LengthMatch(obj->source, static_cast<int64_t>(obj->items.size()));
     const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
@@ -852,6 +863,7 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
       if (!eq.ok()) return eq.status();
       if ((*eq)->object.get() == Py_True) return obj->items[k];
     }
+    if (IsDefaultDict(obj)) return DefaultDictMissing(obj, index);
     return Break(ir::GraphBreak::OTHER, absl::StrCat("key ", Describe(*index), " is missing"),
                  "the function would raise KeyError");
   }

@@ -47,6 +47,10 @@ bool TypeCallConstructs(PyObject* cls);
 
 // A kDict made by calling a Python subclass of dict (user_dicts.cc).
 bool IsUserDict(const VarPtr& v);
+// A deque / defaultdict made during the trace (collection_types.cc).
+bool IsDeque(const VarPtr& v);
+bool IsDefaultDict(const VarPtr& v);
+bool IsDequeObject(PyObject* o);  // exactly a collections.deque
 
 // Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
 // program has not imported numpy.
@@ -303,6 +307,21 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> CallContainerMethod(const VarPtr& self, const std::string& name,
                                                             const std::vector<VarPtr>& args,
                                                             const Kwargs& kwargs);
+
+  // --- collections.defaultdict and deque made in the trace (collection_types.cc) ---
+  // defaultdict(factory, ...) / deque(iterable, maxlen); nothing for other classes.
+  std::optional<absl::StatusOr<VarPtr>> ConstructCollection(const VarPtr& cls, const std::vector<VarPtr>& args,
+                                                            const Kwargs& kwargs);
+  // d[key] of a defaultdict without key: default_factory() stored and returned.
+  absl::StatusOr<VarPtr> DefaultDictMissing(const VarPtr& d, const VarPtr& key);
+  absl::StatusOr<VarPtr> DequeAttr(const VarPtr& q, const std::string& name);
+  // A deque read from the frame: its items by index, type, length and
+  // maxlen guarded; the trace reads it but does not change it (a break).
+  absl::StatusOr<VarPtr> WrapDeque(const python::Object& obj, SourcePtr source);
+  absl::StatusOr<VarPtr> CallDequeMethod(const VarPtr& q, const std::string& name, const std::vector<VarPtr>& args,
+                                         const Kwargs& kwargs);
+  // operator.<name>(a, b) with a deque among them.
+  absl::StatusOr<VarPtr> DequeOperator(const std::string& name, const VarPtr& a, const VarPtr& b);
 
   // --- sets and frozensets (sets.cc) ---
   // How a set finds a member: tensors and objects by identity, constants

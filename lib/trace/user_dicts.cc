@@ -137,7 +137,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructUserDict(const VarPtr
   if (!stand_in) return R(python::FetchError("dict.__new__"));
   VarPtr d = Var::Dict({}, {});
   d->object = stand_in;
-  d->dict_class = cls_var->object;
+  d->container_class = cls_var->object;
   d->user_class = cls_var;
   d->instance_dict = Var::Dict({}, {});
   // What construction relied on beyond the class's identity: its

@@ -74,10 +74,10 @@ std::string Describe(const Var& var) {
     case VarKind::kConstant: return absl::StrCat("constant ", python::Repr(var.object));
     case VarKind::kTensor: return absl::StrCat(var.is_ndarray ? "numpy.ndarray " : "tensor ", ops::ToString(var.meta));
     case VarKind::kTuple: return absl::StrCat(var.is_size ? "torch.Size" : "tuple", " of ", var.items.size());
-    case VarKind::kList: return absl::StrCat("list of ", var.items.size());
+    case VarKind::kList: return absl::StrCat(var.container_class ? "deque" : "list", " of ", var.items.size());
     case VarKind::kDict:
       if (var.instance_dict) return absl::StrCat("new ", python::TypeName(var.object), " object");
-      return absl::StrCat("dict of ", var.items.size());
+      return absl::StrCat(var.default_factory ? "defaultdict" : "dict", " of ", var.items.size());
     case VarKind::kSlice: return "slice";
     case VarKind::kRange: return absl::StrCat("range(", var.start, ", ", var.stop, ", ", var.step, ")");
     case VarKind::kIterator: return "iterator";

@@ -81,9 +81,14 @@ struct Var {
   // kTuple, kList, kIterator, kDict values, kSlice (3 items)
   std::vector<VarPtr> items;
   std::vector<VarPtr> keys;  // kDict keys (constants), parallel to items
-  // kDict made during the trace as another class (collections.OrderedDict,
-  // containers.cc); empty: a dict. One read from a source is its object's.
-  python::Object dict_class;
+  // kDict or kList made during the trace as another class: OrderedDict and
+  // defaultdict (containers.cc), deque (kList, collection_types.cc); empty:
+  // a dict or list. One read from a source is its object's.
+  python::Object container_class;
+  // kDict as a defaultdict: its default_factory (a callable, or None).
+  VarPtr default_factory;
+  // kList as a deque: its maxlen, -1 for none.
+  int64_t maxlen = -1;
   bool is_size = false;      // kTuple: a torch.Size
   std::vector<std::string> fields;  // kTuple: a named tuple's field names (torch.return_types)
   size_t position = 0;       // kIterator: next item

@@ -1692,3 +1692,25 @@ case("custom_new_breaks", custom_new_breaks, [lambda: A(T(3, seed=173))],
      graphs=2, breaks=1, tags=("user_class",),
      why="a class with its own __new__ is not constructed by the trace: [add] | _CustomNew(y) "
          "in Python | [mul] on c.x")
+
+
+def collections_across_break(x):
+    groups = collections.defaultdict(list)
+    for i, name in enumerate(["a", "b", "a"]):
+        groups[name].append(x * (i + 1))
+    counts = collections.defaultdict(int, {"seen": 1})
+    counts["a"] += len(groups["a"])
+    window = collections.deque([x.sin(), x.cos()], maxlen=3)
+    window.append(x.exp())
+    window.appendleft(x.neg())  # drops exp(x): maxlen keeps the left three
+    window.rotate(-1)
+    print("groups", sorted(groups), dict(counts), len(window), window.maxlen)
+    return sum(groups["a"]) + window[0] * counts["a"], groups, counts, window
+
+
+case("collections_across_break", collections_across_break, [lambda: A(T(3, seed=177))],
+     graphs=2, breaks=1, tags=("collections", "print"),
+     why="a defaultdict(list), a defaultdict(int) and a deque with maxlen made in the trace "
+         "(missing keys call the factory, appendleft trims the right end, rotate) cross the print, "
+         "rebuilt as defaultdict(factory, {...}) and deque([...], maxlen) | [mul, mul, sin, cos, exp, neg] "
+         "| print | [add, mul, add]")

@@ -54,6 +54,10 @@ def _snap(obj):
         return _TensorSnap(type(obj).__name__, obj.detach().clone(), obj.requires_grad)
     if isinstance(obj, np.ndarray):
         return obj.copy()
+    if type(obj) is collections.defaultdict:
+        return ("defaultdict", obj.default_factory, {k: _snap(v) for k, v in obj.items()})
+    if type(obj) is collections.deque:
+        return ("deque", obj.maxlen, [_snap(v) for v in obj])
     if isinstance(obj, dict) and type(obj) not in (dict, collections.OrderedDict):
         # A dict subclass (a ModelOutput): its class, items and attributes.
         return ("dict subclass", type(obj).__qualname__, {k: _snap(v) for k, v in obj.items()},

@@ -547,6 +547,22 @@ hooked = Hooked().eval()
 no_blocks = OptionalBlocks(0).eval()
 two_blocks = OptionalBlocks(2).eval()
 
+# --- collections made in the trace -------------------------------------------------
+def collections_made(x, y):
+    by_name = collections.defaultdict(list)
+    for name, t in (("a", x), ("b", y), ("a", x - y)):
+        by_name[name].append(t.relu())
+    tally = collections.defaultdict(int)
+    tally["n"] += len(by_name["a"])
+    recent = collections.deque(maxlen=3)
+    for t in by_name["a"]:
+        recent.append(t * tally["n"])
+    recent.appendleft(y.abs())
+    recent.rotate(1)
+    first = recent.popleft()
+    return recent[0] + recent[-1] + by_name["b"][0], first.sigmoid(), len(recent)
+
+
 # --- generator expressions: run lazily by whatever consumes them -----------------
 def genexpr_sum_dict(d):
     return sum(v.sum() for v in d.values())
@@ -751,6 +767,7 @@ CASES = [
     ("mlp.forward", ["f32[4,8]"], lambda: (r(4, 8),)),
     ("mlp_relu.forward", ["f32[2,8]"], lambda: (r(2, 8),)),
     ("hooked.forward", ["f32[3,4]"], lambda: (r(3, 4),)),
+    ("collections_made", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
     ("MLP.forward", "mlp_examples", lambda: (mlp, r(4, 8))),  # --example-inputs
     ("stack.forward", ["f32[5,8]"], lambda: (r(5, 8),)),
     ("seq.forward", ["f32[3,4]"], lambda: (r(3, 4),)),
