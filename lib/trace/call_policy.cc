@@ -140,7 +140,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallByPolicy(const VarPtr& fn,
                  "mark a plain function; call it with the object as an argument");
   }
   if (policy->kind == "constant") return CallConstantResult(fn, name, args, kwargs);
-  if (policy->kind == "allow") return CallAllowed(fn, name, policy->target, args, kwargs);
+  if (policy->kind == "allow") return CallAllowed(fn, name, policy->target, args, kwargs, "dynamo.allow_in_graph");
   return std::nullopt;
 }
 
@@ -179,10 +179,14 @@ absl::StatusOr<VarPtr> Translator::CallConstantResult(const VarPtr& fn, const st
 }
 
 absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::string& name, const std::string& target,
-                                               const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+                                               const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                                               const std::string& why) {
   const std::string hint =
-      "an allowed function must run on meta tensors (no .item(), no reading values, no data-dependent "
-      "sizes) and return tensors or None; without allow_in_graph it is traced into";
+      why == "dynamo.allow_in_graph"
+          ? "an allowed function must run on meta tensors (no .item(), no reading values, no data-dependent "
+            "sizes) and return tensors or None; without allow_in_graph it is traced into"
+          : "an autograd.Function is one graph node: its forward must run on meta tensors (no .item(), no "
+            "reading values, no data-dependent sizes) and take tensors and Python constants";
   std::vector<ops::Value> values;
   std::vector<ops::Kwarg> kw;
   for (size_t i = 0; i < args.size() + kwargs.size(); ++i) {
@@ -190,7 +194,7 @@ absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::stri
     absl::StatusOr<ops::Value> v = ToValue(a);
     if (!v.ok()) {
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
-                   absl::StrCat(name, " (dynamo.allow_in_graph) given ", Describe(*a)),
+                   absl::StrCat(name, " (", why, ") given ", Describe(*a)),
                    "arguments of a function in the graph are tensors and Python constants");
     }
     if (i < args.size()) {
@@ -202,16 +206,16 @@ absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::stri
   absl::StatusOr<MetaCall> call = InferOnMeta(fn->object, values, kw, {.grad_enabled = grad_enabled_});
   if (!call.ok()) {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL,
-                 absl::StrCat(name, " (dynamo.allow_in_graph) cannot be a graph node: ", call.status().message()),
+                 absl::StrCat(name, " (", why, ") cannot be a graph node: ", call.status().message()),
                  hint);
   }
   if (call->changes_input_metadata || (call->mutates_input && !allow_breaks_)) {
     return Break(ir::GraphBreak::SIDE_EFFECT,
-                 absl::StrCat(name, " (dynamo.allow_in_graph) changes a tensor argument in place"), hint);
+                 absl::StrCat(name, " (", why, ") changes a tensor argument in place"), hint);
   }
   if (!GraphResult(call->result)) {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL,
-                 absl::StrCat(name, " (dynamo.allow_in_graph) returns ", ops::ToString(call->result),
+                 absl::StrCat(name, " (", why, ") returns ", ops::ToString(call->result),
                               ", which is no graph value"),
                  hint);
   }
@@ -219,6 +223,55 @@ absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::stri
   if (!added.ok()) return added.status();
   const std::string& node = *added;
   return NewVarFromResult(node, call->result);
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallAutogradFunction(const VarPtr& fn,
+                                                                      const std::vector<VarPtr>& args,
+                                                                      const Kwargs& kwargs) {
+  // MyFn.apply is torch's Function.apply bound to the class: a C
+  // classmethod (torch 2.x), or a Python one (read as its function with the
+  // class tracker as self).
+  if (!fn->object) return std::nullopt;
+  static PyObject* const function_class = StdlibObject("torch.autograd.function", "Function");
+  static PyObject* const apply = [] {  // leaked: lives as long as torch
+    Object bound = function_class ? Object::Steal(PyObject_GetAttrString(function_class, "apply")) : Object();
+    PyErr_Clear();
+    PyObject* f = !bound ? nullptr : PyMethod_Check(bound.get()) ? PyMethod_Function(bound.get()) : bound.get();
+    Py_XINCREF(f);
+    return f;
+  }();
+  if (apply == nullptr) return std::nullopt;
+  PyObject* cls = nullptr;
+  PyObject* o = fn->object.get();
+  if (fn->kind == VarKind::kFunction && fn->self && fn->self->kind == VarKind::kClass && o == apply) {
+    cls = fn->self->object.get();
+  } else if (PyCFunction_Check(o) && PyCFunction_Check(apply) &&
+             PyCFunction_GET_FUNCTION(o) == PyCFunction_GET_FUNCTION(apply) && PyCFunction_GET_SELF(o) != nullptr &&
+             PyType_Check(PyCFunction_GET_SELF(o))) {
+    cls = PyCFunction_GET_SELF(o);
+    // Which class it is bound to is what the node calls: guarded.
+    if (fn->source && fn->source->kind() == Source::Kind::kAttr) guards_.IdMatch(fn->source->base(), Object::Borrow(cls));
+  }
+  if (cls == nullptr || PyObject_IsSubclass(cls, function_class) != 1) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  std::string name = absl::StrCat(CallableName(cls), ".apply");
+  // The graph target names the class's apply (dynamo.decorators keeps it
+  // for the GraphModule, as for allow_in_graph).
+  Object decorators = Object::Steal(PyImport_ImportModule("dynamo.decorators"));
+  Object target = decorators ? Object::Steal(PyObject_CallMethod(decorators.get(), "_autograd_function_target", "O", cls))
+                             : Object();
+  absl::StatusOr<std::string> t = target ? python::AsString(target) : absl::StatusOr<std::string>(python::FetchError(""));
+  if (!t.ok()) {
+    PyErr_Clear();
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                                        absl::StrCat(name, ": the dynamo package is not importable here"),
+                                        "autograd.Function calls become graph nodes through dynamo.decorators"));
+  }
+  Object bound = Object::Steal(PyObject_GetAttrString(cls, "apply"));
+  if (!bound) return absl::StatusOr<VarPtr>(python::FetchError("reading apply"));
+  return CallAllowed(Var::OfKind(VarKind::kOpaque, bound), name, *t, args, kwargs, "autograd.Function");
 }
 
 }  // namespace dynamo::trace

@@ -857,6 +857,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     return Var::Constant(python::FromBool(true));
   }
   if (std::optional<absl::StatusOr<VarPtr>> r = CallByPolicy(fn, args, kwargs)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallAutogradFunction(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallFunctools(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallNumpy(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallWithGenerator(fn, args, kwargs)) return *std::move(r);

@@ -493,8 +493,15 @@ class Translator {
   // is_compiling: the answer for fn, or nothing when fn has no entry.
   std::optional<absl::StatusOr<VarPtr>> CallByPolicy(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                      const Kwargs& kwargs);
+  // `why`: the user's request ("dynamo.allow_in_graph") or the kind of
+  // callable ("autograd.Function"), for messages.
   absl::StatusOr<VarPtr> CallAllowed(const VarPtr& fn, const std::string& name, const std::string& target,
-                                     const std::vector<VarPtr>& args, const Kwargs& kwargs);
+                                     const std::vector<VarPtr>& args, const Kwargs& kwargs, const std::string& why);
+  // MyFn.apply(*args) of a torch.autograd.Function subclass: one graph node
+  // calling it (forward and the user's backward run as in eager), its
+  // metadata from forward run on meta tensors; nothing for other callables.
+  std::optional<absl::StatusOr<VarPtr>> CallAutogradFunction(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                             const Kwargs& kwargs);
   absl::StatusOr<VarPtr> CallConstantResult(const VarPtr& fn, const std::string& name,
                                             const std::vector<VarPtr>& args, const Kwargs& kwargs);
 

@@ -116,6 +116,38 @@ def is_compiling():
 _policy[id(is_compiling)] = ("is_compiling", is_compiling, None)
 
 
+_function_targets = {}  # autograd.Function subclass -> its graph target
+
+
+def _autograd_function_target(cls):
+    """The graph target of cls.apply for a torch.autograd.Function subclass
+    called from captured code (lib/trace/call_policy.cc): one node calling
+    it, so its forward and its own backward run as in eager. Kept for the
+    process, like an allowed function."""
+    with _lock:
+        target = _function_targets.get(cls)
+        if target is None:
+            base = target = f"{ALLOWED_TARGET_PREFIX}{cls.__module__}.{cls.__qualname__}.apply"
+            n = 1
+            while target in _targets:
+                n += 1
+                target = f"{base}#{n}"
+            _targets[target] = _apply_of(cls)
+            _function_targets[cls] = target
+        return target
+
+
+def _apply_of(cls):
+    """cls.apply as a Python function (FX names a node's callable by its
+    module and name, which the C classmethod bound to cls lacks)."""
+    def apply(*args):
+        return cls.apply(*args)
+    apply.__module__ = cls.__module__
+    apply.__name__ = f"{cls.__name__}_apply"
+    apply.__qualname__ = f"{cls.__qualname__}.apply"
+    return apply
+
+
 def graph_callables():
     """{graph target: callable} for a live capture's GraphModule: the
     allowed functions by the names the translator gave their nodes."""

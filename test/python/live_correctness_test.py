@@ -182,6 +182,46 @@ def module_hooks_registered_after_capture():
     return True
 
 
+class _RoundStraightThrough(torch.autograd.Function):
+    """A straight-through estimator: the gradient is not forward's (round has
+    zero gradient), so tracing forward's ops would differentiate wrongly."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        return torch.round(x * scale) / scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x.abs() < 10).to(grad.dtype), None
+
+
+@minimal
+def autograd_function_keeps_its_backward():
+    """MyFn.apply in captured code is one graph node: forward runs on meta
+    tensors for the metadata, and the graph calls apply, so the user's
+    backward (not autograd of forward) gives the gradients."""
+    def f(x):
+        return (_RoundStraightThrough.apply(x.sin(), 4.0) * 3).sum()
+    ok = True
+    for backend in ["eager", "aot_eager"]:
+        x_eager = torch.linspace(-2, 2, 7, requires_grad=True)
+        x_opt = x_eager.detach().clone().requires_grad_(True)
+        counter = Counter()
+        opt = dynamo.optimize(lambda gm, ex: counter(gm, ex) if backend == "eager" else
+                              dynamo.backends.lookup_backend("aot_eager")(counter(gm, ex), ex), nopython=True)(f)
+        want, got = f(x_eager), opt(x_opt)
+        want.backward()
+        got.backward()
+        if not (same(want, got) and same(x_eager.grad, x_opt.grad)) or counter.graphs != 1:
+            FAILURES.append(f"autograd.Function ({backend}): result {got} grad {x_opt.grad}, eager {want} "
+                            f"grad {x_eager.grad}, {counter.graphs} graphs")
+            ok = False
+    return ok
+
+
 @minimal
 def environment_variables():
     """os.environ reads: the value and the absence of a variable are guarded,
