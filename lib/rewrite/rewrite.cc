@@ -580,6 +580,7 @@ class Emitter {
         Call(0);
         return absl::OkStatus();
       case VarKind::kMethod:
+        if (trace::IsGradModeExit(v)) return Unrebuildable("the exit of a with block away from its stack slot");
         if (absl::Status s = Load(v->self); !s.ok()) return s;
         EmitName(op::kLoadAttr, Name(v->name));
         return absl::OkStatus();
@@ -688,7 +689,9 @@ class Emitter {
   // Evaluates a value now into a temporary that later Loads reuse: values
   // are read before any side effect is replayed, as the trace read them.
   absl::Status Keep(const VarPtr& v) {
-    if (!v || v->kind == VarKind::kNull || v->kind == VarKind::kConstant || memo_.contains(v.get())) {
+    // A with block's exit is entered at its turn (EnterGradMode), not early.
+    if (!v || v->kind == VarKind::kNull || v->kind == VarKind::kConstant || memo_.contains(v.get()) ||
+        trace::IsGradModeExit(v)) {
       return absl::OkStatus();
     }
     if (absl::Status s = Load(v); !s.ok()) return s;
@@ -749,6 +752,34 @@ class Emitter {
     return Remember(v);
   }
 
+  // A `with torch.no_grad():` block the trace stopped inside, entered again
+  // for real: the mode its __enter__ replaced is set, then the manager's
+  // __enter__ runs (BEFORE_WITH), and its bound __exit__ is kept in a temp
+  // for the stack slot the resume function takes.
+  int EnterGradMode(const VarPtr& exit) {
+    SetGradEnabled(exit->grad_enabled);
+    if (absl::Status s = Load(exit->self); !s.ok()) return -1;  // torch.no_grad(): cannot fail to load
+    Emit(op::kBeforeWith);
+    Emit(op::kPopTop);
+    int t = NewTemp();
+    Emit(op::kStoreFast, t);
+    memo_[exit.get()] = t;
+    return t;
+  }
+  void SetGradEnabled(bool enabled) {
+    BeginCall();
+    ImportPath({"torch", "_C"}, {"_set_grad_enabled"});
+    CalleeLoaded();
+    LoadConst(python::FromBool(enabled));
+    Call(1);
+    Emit(op::kPopTop);
+  }
+  // Instructions [start, end) handled at `handler` (indexes into
+  // instructions(), with nothing of theirs on the stack).
+  void Protect(int start, int end, int handler) {
+    exception_table_.push_back({.start = start, .end = end, .target = handler, .depth = 0, .lasti = false});
+  }
+
   void set_graph_out(int t) { graph_out_ = t; }
   void set_context(const std::vector<VarPtr>* locals, PyObject* globals) {
     stop_locals_ = locals;
@@ -762,6 +793,7 @@ class Emitter {
     p.first_line = code_.first_line;
     p.flags = code_.flags;
     p.instructions = ins_;
+    p.exception_table = exception_table_;
     absl::StatusOr<bytecode::AssembledCode> a = bytecode::Assemble(p);
     if (!a.ok()) return a.status();
     std::vector<Object> varnames;
@@ -783,6 +815,7 @@ class Emitter {
   bytecode::Location location_;
   std::vector<AsmInstruction> ins_;
   std::vector<size_t> fixups_;
+  std::vector<bytecode::AsmExceptionEntry> exception_table_;
   std::vector<Object> consts_;
   std::vector<std::string> names_;
   std::vector<std::string> temps_;
@@ -910,12 +943,22 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   e.Emit(op::kResume, 0);
 
   // 1. The graph, on the arguments as they came in.
-  bool has_calls = false;
+  // A graph that would only set the grad mode (a resume function that just
+  // leaves a `with torch.no_grad()` block) is no graph: the mode is set here.
+  bool has_calls = false, only_grad_mode = true, final_mode = true;
   for (const ir::Node& n : r.graph.nodes()) {
-    has_calls |= n.kind() == ir::Node::CALL_FUNCTION || n.kind() == ir::Node::CALL_METHOD ||
-                 n.kind() == ir::Node::CALL_MODULE;
+    if (n.kind() != ir::Node::CALL_FUNCTION && n.kind() != ir::Node::CALL_METHOD &&
+        n.kind() != ir::Node::CALL_MODULE) {
+      continue;
+    }
+    has_calls = true;
+    only_grad_mode = only_grad_mode && n.target() == "torch._C._set_grad_enabled" && n.args_size() == 1 &&
+                     n.args(0).has_bool_value();
+    if (only_grad_mode) final_mode = n.args(0).bool_value();
   }
-  if (has_calls) {
+  if (has_calls && only_grad_mode) {
+    e.SetGradEnabled(final_mode);
+  } else if (has_calls) {
     out.graph_name = absl::StrCat(options.prefix, "_graph_", options.id);
     e.LoadGlobalCallable(out.graph_name);
     for (size_t i = 0; i < r.placeholder_sources.size(); ++i) {
@@ -1081,11 +1124,24 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   // instruction runs: a mutable value it changes is the same object after.
   std::vector<int> deep_temps(deep, -1), local_temps;
   for (size_t i = 0; i < deep; ++i) {
-    if (st.stack[i]->kind == VarKind::kNull) continue;
+    if (st.stack[i]->kind == VarKind::kNull || trace::IsGradModeExit(st.stack[i])) continue;
     if (absl::Status status = e.Load(st.stack[i]); !status.ok()) return status;
     deep_temps[i] = e.NewTemp();
     e.Emit(op::kStoreFast, deep_temps[i]);
   }
+  // The `with torch.no_grad()` blocks it stopped inside, outermost first,
+  // entered again; then the mode the trace had there. Should the stopping
+  // instruction raise, a handler exits them (innermost first) and re-raises,
+  // as the blocks' own handlers would; the resume function has those.
+  std::vector<int> exits;
+  for (size_t i = 0; i < deep; ++i) {
+    if (!trace::IsGradModeExit(st.stack[i])) continue;
+    deep_temps[i] = e.EnterGradMode(st.stack[i]);
+    if (deep_temps[i] < 0) return absl::InternalError("entering a grad-mode block again");
+    exits.push_back(deep_temps[i]);
+  }
+  if (!exits.empty()) e.SetGradEnabled(st.grad_enabled);
+  const int protect_start = static_cast<int>(e.instructions().size());
   for (int slot : passed) {
     if (absl::Status status = e.Load(st.locals[static_cast<size_t>(slot)]); !status.ok()) return status;
     local_temps.push_back(e.NewTemp());
@@ -1184,6 +1240,7 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     return absl::OkStatus();
   };
 
+  const int protect_end = static_cast<int>(jump_index) + 1;
   if (!run_one) {
     if (absl::Status s = resume_call(st.index, 0); !s.ok()) return s;
   } else {
@@ -1198,6 +1255,18 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
         return s;
       }
     }
+  }
+  if (run_one && !exits.empty()) {
+    e.Protect(protect_start, protect_end, static_cast<int>(e.instructions().size()));
+    for (auto it = exits.rbegin(); it != exits.rend(); ++it) {  // the exception is on the stack
+      e.BeginCall();
+      e.Emit(op::kLoadFast, *it);
+      e.CalleeLoaded();
+      for (int k = 0; k < 3; ++k) e.LoadConst(python::None());
+      e.Call(3);
+      e.Emit(op::kPopTop);
+    }
+    e.Emit(op::kReraise, 0);
   }
   absl::StatusOr<Object> c = e.Finish();
   if (!c.ok()) return c.status();

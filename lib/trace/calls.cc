@@ -945,6 +945,13 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       if (Object f = TorchAttr("is_grad_enabled"); f && f.get() == fn->object.get() && args.empty()) {
         return Var::Constant(python::FromBool(grad_enabled_));
       }
+      // torch.set_grad_enabled(mode) and no_grad's __exit__ end here: a
+      // graph node setting the mode, as a traced with-block's.
+      if (Object f = TorchAttr("_C._set_grad_enabled"); f && f.get() == fn->object.get() && args.size() == 1 &&
+          kwargs.empty() && args[0]->is_constant() && PyBool_Check(args[0]->object.get())) {
+        if (absl::Status s = SetGradMode(args[0]->object.get() == Py_True); !s.ok()) return s;
+        return Var::Constant(python::None());
+      }
       // Interpreter-wide state that shapes torch's Python code paths: read
       // now, guarded, and constant in the graph.
       for (const char* state : {"is_autocast_enabled", "is_autocast_cpu_enabled",

@@ -878,8 +878,10 @@ absl::Status Translator::OpBeforeWith(Frame& f, const Instruction&, std::optiona
                  "only torch.no_grad() and torch.enable_grad() are traced as context managers");
   }
   grad_stack_.push_back(grad_enabled_);
+  VarPtr exit = Var::Method(manager, "__exit__");
+  exit->grad_enabled = grad_enabled_;  // the mode __enter__ replaces (lib/rewrite re-enters it)
   if (absl::Status s = SetGradMode(manager->grad_enabled); !s.ok()) return s;
-  f.stack.push_back(Var::Method(manager, "__exit__"));
+  f.stack.push_back(exit);
   f.stack.push_back(Var::Constant(python::None()));
   return absl::OkStatus();
 }

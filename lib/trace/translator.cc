@@ -129,7 +129,8 @@ std::vector<bool> NormallyReached(const bytecode::DecodedCode& code) {
 // `with` or `try` block around it, from where the rest runs in Python.
 // Loops: a resume function per iteration would nest a call per iteration;
 // blocks: the instruction must run under the block's exception handler.
-std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code, size_t at) {
+std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code, size_t at,
+                                              const std::vector<VarPtr>& stack) {
   const std::vector<bytecode::Instruction>& ins = code.instructions;
   size_t entry = at;
   const std::vector<bool> reached = NormallyReached(code);
@@ -145,7 +146,10 @@ std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code,
       entry = std::min(entry, head);
     }
   }
-  // Exception-table ranges: widen to the outermost block around `entry`.
+  // Exception-table ranges: widen to the outermost block around `entry`,
+  // except the bodies of `with torch.no_grad()` / `enable_grad()` blocks,
+  // which the rewrite re-enters around the instruction and the resume
+  // function continues inside (StopState::grad_enabled).
   for (bool changed = true; changed;) {
     changed = false;
     for (const bytecode::ExceptionTableEntry& e : code.exception_table) {
@@ -153,6 +157,10 @@ std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code,
         const bytecode::Instruction* start = code.At(e.start);
         if (start == nullptr) continue;
         size_t s = static_cast<size_t>(start - ins.data());
+        const bool grad_with = s > 0 && ins[s - 1].opcode == op::kBeforeWith && e.depth >= 1 &&
+                               static_cast<size_t>(e.depth) <= stack.size() &&
+                               IsGradModeExit(stack[static_cast<size_t>(e.depth) - 1]);
+        if (grad_with) continue;
         if (s > 0 && ins[s - 1].opcode == op::kBeforeWith) --s;  // the with statement itself
         if (s < entry) {
           entry = s;
@@ -179,7 +187,7 @@ absl::StatusOr<TraceResult> Trace(const TraceRequest& request, const ops::Regist
   // Trace again, stopping cleanly before the chosen instruction: the second
   // run reaches the same state (tracing is deterministic) without the
   // half-executed instruction's effects on the graph and the trackers.
-  auto [kind, index] = ChooseStop(*first.top_code(), *first.break_top_index());
+  auto [kind, index] = ChooseStop(*first.top_code(), *first.break_top_index(), first.break_top_stack());
   TraceRequest again = request;
   again.stop_at = static_cast<int>(index);
   Translator second(registry);
@@ -280,7 +288,10 @@ absl::Status Translator::Break(ir::GraphBreak::Reason reason, std::string messag
   }
   std::string formatted = FormatBreak(b);
   break_ = std::move(b);
-  if (!frames_.empty()) break_top_index_ = frames_.front()->ip;
+  if (!frames_.empty()) {
+    break_top_index_ = frames_.front()->ip;
+    break_top_stack_ = frames_.front()->stack;
+  }
   return absl::UnimplementedError(formatted);
 }
 
@@ -390,6 +401,7 @@ absl::StatusOr<VarPtr> Translator::RunFrame(Frame& f) {
         st.stack = f.stack;
         st.locals = f.locals;
         st.kw_names = f.kw_names;
+        st.grad_enabled = grad_enabled_;
         stop_ = std::move(st);
         return absl::CancelledError("stopped");
       }

@@ -124,6 +124,10 @@ struct StopState {
   std::vector<VarPtr> stack;    // the top frame's value stack there
   std::vector<VarPtr> locals;   // its localsplus slots (null: unbound)
   VarPtr kw_names;              // KW_NAMES set for a CALL stopped at
+  // The grad mode there. Inside `with torch.no_grad()` blocks (their
+  // __exit__ on the stack, IsGradModeExit) the rewrite re-enters each block
+  // from the mode it replaced, then sets this one.
+  bool grad_enabled = true;
   // False when the graph is empty and nothing is to be replayed: rewriting
   // would gain nothing, the function may as well run as it is.
   bool progress = true;

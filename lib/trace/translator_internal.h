@@ -104,6 +104,8 @@ class Translator {
   // After a break: the top-frame instruction it happened in (a break inside
   // an inlined call is the call instruction of the top frame).
   std::optional<size_t> break_top_index() const { return break_top_index_; }
+  // The top frame's value stack when it broke (which `with` blocks are open).
+  const std::vector<VarPtr>& break_top_stack() const { return break_top_stack_; }
   std::shared_ptr<const bytecode::DecodedCode> top_code() const { return top_code_; }
 
  private:
@@ -606,6 +608,7 @@ class Translator {
   size_t steps_ = 0;
   std::optional<BreakInfo> break_;
   std::optional<size_t> break_top_index_;
+  std::vector<VarPtr> break_top_stack_;
   std::shared_ptr<const bytecode::DecodedCode> top_code_;
   bool allow_breaks_ = false;
   bool module_attribute_ = false;  // Wrap() is reading an nn.Module's attribute

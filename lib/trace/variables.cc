@@ -68,6 +68,11 @@ VarPtr Var::OfKind(VarKind kind, python::Object object, SourcePtr source) {
 
 bool Var::is_none() const { return kind == VarKind::kConstant && object.get() == Py_None; }
 
+bool IsGradModeExit(const VarPtr& var) {
+  return var && var->kind == VarKind::kMethod && var->name == "__exit__" && var->self &&
+         var->self->kind == VarKind::kGradMode;
+}
+
 std::string Describe(const Var& var) {
   switch (var.kind) {
     case VarKind::kNull: return "NULL";

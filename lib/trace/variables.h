@@ -166,6 +166,9 @@ absl::StatusOr<int64_t> AsInt(const VarPtr& var);
 
 // True when the tracker, or anything inside it, is a tensor.
 bool ContainsTensor(const VarPtr& var);
+// The __exit__ of a torch.no_grad() / enable_grad() block the trace is in
+// (BEFORE_WITH pushes it); its grad_enabled is the mode __enter__ replaced.
+bool IsGradModeExit(const VarPtr& var);
 // True when the tracker, or anything inside it, is a numpy.ndarray.
 bool ContainsNdarray(const VarPtr& var);
 

@@ -689,8 +689,9 @@ def nograd_print(x, w):
 
 case("nograd_print", nograd_print,
      [lambda: A(T(2, 3, seed=74), T(3, 3, seed=75, requires_grad=True))],
-     graphs=1, breaks=1, tags=("no_grad", "print"),
-     why="R6: [matmul] before the with; block and return in plain Python")
+     graphs=2, breaks=1, tags=("no_grad", "print"),
+     why="[matmul, set_grad_enabled, mul] | no_grad entered again, print | the resume function "
+         "continues inside the block: [add, exit, add]")
 
 
 def nograd_item(x):
@@ -701,8 +702,9 @@ def nograd_item(x):
 
 
 case("nograd_item", nograd_item, [lambda: A(T(4, seed=76)), lambda: A(T(4, seed=77))],
-     graphs=1, breaks=1, tags=("no_grad", "item"),
-     why="R6: [mul] before the with; the rest plain Python for both calls")
+     graphs=1, breaks=2, tags=("no_grad", "item"),
+     why="[mul] | Tensor.norm (a Python method over torch.norm, not traced) inside the block | "
+         "item() breaks again in the resume function, whose rest resumes inside the block (no ops)")
 
 
 def _stats_nograd(t):
@@ -736,8 +738,9 @@ def nograd_branch(x):
 
 case("nograd_branch", nograd_branch,
      [lambda: A(T(3, seed=81)), lambda: A(T(3, seed=82, offset=3.0))],
-     graphs=1, breaks=1, tags=("no_grad", "dd_if"),
-     why="R6: data-dependent jump inside the with; [cos] before it, rest plain Python")
+     graphs=3, breaks=1, tags=("no_grad", "dd_if"),
+     why="data-dependent jump inside the with: [cos, set_grad_enabled, sum, gt] | the jump, inside "
+         "no_grad entered again | a resume function per successor, inside the block: [add, ...] / [sub, ...]")
 
 
 # ============================================================ try/except
@@ -1426,9 +1429,10 @@ def _reset_ema():
 
 
 case("mod_nograd_ema", _ema, [lambda: A(T(2, 4, seed=140)), lambda: A(T(2, 4, seed=141))],
-     graphs=1, breaks=1, tags=("module", "no_grad", "print", "side_effect"),
+     graphs=2, breaks=1, tags=("module", "no_grad", "print", "side_effect"),
      reset=_reset_ema, state=lambda: _ema.ema,
-     why="R6: [linear] before the with; buffer update, print and return in plain Python")
+     why="[linear, set_grad_enabled, mul_, mean, mul, add_] | no_grad entered again, print | "
+         "[exit, sub] in the resume function")
 
 
 class SpectralHead(nn.Module):
@@ -1714,3 +1718,60 @@ case("collections_across_break", collections_across_break, [lambda: A(T(3, seed=
          "(missing keys call the factory, appendleft trims the right end, rotate) cross the print, "
          "rebuilt as defaultdict(factory, {...}) and deque([...], maxlen) | [mul, mul, sin, cos, exp, neg] "
          "| print | [add, mul, add]")
+
+
+# ============================================================ breaks inside grad-mode blocks
+# The graph before the break, then the block entered again around the
+# instruction Python runs, then a resume function that continues inside
+# the block (as torch._dynamo does); the grad mode after each call is state.
+def _grad_mode():
+    return torch.is_grad_enabled()
+
+
+def no_grad_block_print(x):
+    with torch.no_grad():
+        y = x + 1
+        print("inside", y.requires_grad)
+        y = y * 2
+    return y, y.requires_grad, (x * 3).requires_grad
+
+
+case("no_grad_block_print", no_grad_block_print, [lambda: A(T(3, seed=178, requires_grad=True))],
+     graphs=2, breaks=1, tags=("grad_mode", "print"), state=_grad_mode,
+     why="a print inside `with torch.no_grad()`: [set_grad_enabled(False), add] | no_grad entered again, "
+         "print | [mul, no_grad's exit: set_grad_enabled(True), mul] in the resume function")
+
+
+def nested_grad_blocks_print(x):
+    with torch.no_grad():
+        a = x * 2
+        with torch.enable_grad():
+            b = x * 3
+            print("inner", a.requires_grad, b.requires_grad)
+            c = b + a
+        d = c * 2
+    return a, b, c, d, d.requires_grad
+
+
+case("nested_grad_blocks_print", nested_grad_blocks_print, [lambda: A(T(3, seed=179, requires_grad=True))],
+     graphs=2, breaks=1, tags=("grad_mode", "print"), state=_grad_mode,
+     why="a print inside enable_grad inside no_grad: both blocks entered again from the modes they "
+         "replaced, outermost first | [mul, mul] | print | [add, exit, mul, exit]")
+
+
+def grad_block_branch(x):
+    with torch.no_grad():
+        y = x * 2
+        if y.sum() > 0:
+            y = y + 1
+        else:
+            y = y - 1
+    return y * 3, y.requires_grad
+
+
+case("grad_block_branch", grad_block_branch,
+     [lambda: A(T(4, seed=181, offset=2.0, requires_grad=True)),
+      lambda: A(T(4, seed=181, offset=-2.0, requires_grad=True))],
+     graphs=3, breaks=1, tags=("grad_mode", "data_dependent"), state=_grad_mode,
+     why="a branch on a tensor inside no_grad: both successors resume inside the block | [mul, sum, gt] "
+         "| the jump | [add, exit, mul] or [sub, exit, mul]")

@@ -223,6 +223,36 @@ def autograd_function_keeps_its_backward():
 
 
 @minimal
+def exception_at_a_break_inside_no_grad():
+    """A break inside `with torch.no_grad()` runs its instruction with the
+    block entered again; when that instruction raises, the rewritten code
+    exits the block before re-raising, so grad mode is back on as in eager."""
+    import json
+
+    def f(x, text):
+        with torch.no_grad():
+            y = x + 1
+            scale = json.loads(text)["k"]
+            y = y * scale
+        return y
+    x = torch.ones(3, requires_grad=True)
+    opt = dynamo.optimize(Counter())(f)
+    ok = same(opt(x, '{"k": 2}'), f(x, '{"k": 2}'))
+    raised = False
+    try:
+        opt(x, '{"k": ')
+    except json.JSONDecodeError:
+        raised = True
+    mode_after = torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
+    if not (ok and raised and mode_after):
+        FAILURES.append(f"exception at a break inside no_grad: equal {ok}, raised {raised}, "
+                        f"grad mode after {mode_after} (eager: True)")
+        return False
+    return True
+
+
+@minimal
 def environment_variables():
     """os.environ reads: the value and the absence of a variable are guarded,
     so setting, changing or removing one recaptures."""
