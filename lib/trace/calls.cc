@@ -674,6 +674,17 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   if (entry == nullptr) {
     // The registry is the fast path; a torch operator without an entry asks torch's meta kernels.
     if (Object op = TorchOperator(target)) return CallOpOnMeta(op, target, kind, values, kw, args, kwargs);
+    // A method torch.Tensor defines in Python (Tensor.norm over torch.norm,
+    // Tensor.unflatten): its code is traced like any function's.
+    if (kind == ir::Node::CALL_METHOD && absl::StartsWith(target, "Tensor.") && !args.empty()) {
+      Object method = Attr(TorchAttr("Tensor").get(), target.substr(7).c_str());
+      PyErr_Clear();
+      if (method && PyFunction_Check(method.get())) {
+        VarPtr fn = Var::OfKind(VarKind::kFunction, method);
+        fn->self = args[0];
+        return Inline(fn, std::vector<VarPtr>(args.begin() + 1, args.end()), kwargs);
+      }
+    }
     return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(target, " has no entry in the op registry"),
                  "it is no torch operator (meta_fallback.h), so torch's meta kernels cannot describe it");
   }

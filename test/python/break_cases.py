@@ -702,9 +702,10 @@ def nograd_item(x):
 
 
 case("nograd_item", nograd_item, [lambda: A(T(4, seed=76)), lambda: A(T(4, seed=77))],
-     graphs=1, breaks=2, tags=("no_grad", "item"),
-     why="[mul] | Tensor.norm (a Python method over torch.norm, not traced) inside the block | "
-         "item() breaks again in the resume function, whose rest resumes inside the block (no ops)")
+     graphs=3, breaks=1, tags=("no_grad", "item"),
+     why="[mul, set_grad_enabled, norm (Tensor.norm's Python code traced: linalg_vector_norm)] | item() "
+         "inside no_grad entered again | the resume function continues inside the block: [exit, div] "
+         "with s constant, one per call's value")
 
 
 def _stats_nograd(t):
