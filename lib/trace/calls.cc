@@ -915,6 +915,16 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
         ctx->grad_enabled = cls == enable_grad.get();
         return ctx;
       }
+      // torch.set_grad_enabled(mode): sets the mode now (as a call), and as
+      // a context manager restores the one before at its exit.
+      if (Object set_grad = TorchAttr("set_grad_enabled"); set_grad && cls == set_grad.get() &&
+          args.size() == 1 && kwargs.empty() && args[0]->is_constant() && PyBool_Check(args[0]->object.get())) {
+        VarPtr ctx = Var::OfKind(VarKind::kGradMode, Object());
+        ctx->grad_enabled = args[0]->object.get() == Py_True;
+        ctx->grad_restore = grad_enabled_;
+        if (absl::Status s = SetGradMode(ctx->grad_enabled); !s.ok()) return s;
+        return ctx;
+      }
       if (PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls),
                            reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) {
         // A real instance when making it runs no Python code (it may be

@@ -877,9 +877,10 @@ absl::Status Translator::OpBeforeWith(Frame& f, const Instruction&, std::optiona
     return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("'with' over ", Describe(*manager)),
                  "only torch.no_grad() and torch.enable_grad() are traced as context managers");
   }
-  grad_stack_.push_back(grad_enabled_);
+  const bool restore = manager->grad_restore.value_or(grad_enabled_);
+  grad_stack_.push_back(restore);
   VarPtr exit = Var::Method(manager, "__exit__");
-  exit->grad_enabled = grad_enabled_;  // the mode __enter__ replaces (lib/rewrite re-enters it)
+  exit->grad_enabled = restore;  // the mode __exit__ restores (lib/rewrite re-enters from it)
   if (absl::Status s = SetGradMode(manager->grad_enabled); !s.ok()) return s;
   f.stack.push_back(exit);
   f.stack.push_back(Var::Constant(python::None()));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,6 +133,9 @@ struct Var {
   ops::DType dtype = ops::DType::kFloat32;
   ops::Device device;
   bool grad_enabled = true;
+  // kGradMode made by torch.set_grad_enabled(mode), which sets the mode when
+  // it is made: the mode before, which leaving its `with` block restores.
+  std::optional<bool> grad_restore;
 
   static VarPtr Null();
   static VarPtr Constant(python::Object object, SourcePtr source = nullptr);

@@ -1776,3 +1776,19 @@ case("grad_block_branch", grad_block_branch,
      graphs=3, breaks=1, tags=("grad_mode", "data_dependent"), state=_grad_mode,
      why="a branch on a tensor inside no_grad: both successors resume inside the block | [mul, sum, gt] "
          "| the jump | [add, exit, mul] or [sub, exit, mul]")
+
+
+def set_grad_enabled_block_print(x, train):
+    with torch.set_grad_enabled(train):
+        y = x * 2
+        print("grad mode", torch.is_grad_enabled())
+        z = y + 1
+    return z, z.requires_grad
+
+
+case("set_grad_enabled_block_print", set_grad_enabled_block_print,
+     [lambda: A(T(3, seed=182, requires_grad=True), False), lambda: A(T(3, seed=182, requires_grad=True), True)],
+     graphs=4, breaks=1, tags=("grad_mode", "print"), state=_grad_mode,
+     why="`with torch.set_grad_enabled(train)` (the mode set when it is made, restored at the exit): "
+         "a print inside resumes inside the block, per value of train | [set_grad_enabled, mul] | print | "
+         "[add, exit]")
