@@ -1429,8 +1429,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     if (!next.ok()) return next.status();
     if (*next) return **next;
     if (args.size() == 2) return args[1];
-    return Break(ir::GraphBreak::OTHER, "next() on an exhausted iterator",
-                 "the function would raise StopIteration");
+    return RaiseNew(PyExc_StopIteration, "");
   }
   if (name == "getattr" || name == "hasattr") {
     if (absl::Status s = arity(2, name == "hasattr" ? 2 : 3); !s.ok()) return s;

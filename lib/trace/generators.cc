@@ -40,6 +40,7 @@ struct GeneratorState {
   bool started = false;
   bool running = false;  // resuming it from inside itself is Python's ValueError
   bool finished = false;
+  VarPtr returned;  // kFrame: what the generator function returned, once it has
   // Adapters: the iterators they pull from (generators or iterator trackers),
   // map's and filter's function, enumerate's next count.
   std::vector<VarPtr> inputs;
@@ -175,9 +176,16 @@ absl::StatusOr<bool> Translator::KeysEqual(const VarPtr& a, const VarPtr& b) {
 bool Translator::IsGeneratorExpression(const bytecode::DecodedCode& code) {
   // Generator functions (def ... yield) may hold try/finally and with blocks
   // that CPython runs when an abandoned generator is closed; the trace does
-  // not model that, so only generator expressions are traced.
-  return (code.flags & CO_GENERATOR) && !(code.flags & (CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
-         absl::EndsWith(code.qualname, "<genexpr>");
+  // not model that, so a generator function is traced only when it has no
+  // handler but the one 3.12+ wraps every generator in (StopIteration to
+  // RuntimeError, CALL_INTRINSIC_1 3): closing it then runs no code.
+  if (!(code.flags & CO_GENERATOR) || (code.flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))) return false;
+  if (absl::EndsWith(code.qualname, "<genexpr>")) return true;
+  for (const bytecode::ExceptionTableEntry& e : code.exception_table) {
+    const bytecode::Instruction* handler = code.At(e.target);
+    if (handler == nullptr || handler->name != "CALL_INTRINSIC_1" || handler->arg != 3) return false;
+  }
+  return true;
 }
 
 VarPtr Translator::MakeGenerator(const VarPtr& function, Frame frame, std::vector<VarPtr> args) {
@@ -246,7 +254,10 @@ absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {
         if (IsRaised(value.status())) end();  // a generator that raised is finished
         return value.status();
       }
-      if (!f.yielded) return end();  // returned: StopIteration
+      if (!f.yielded) {  // returned: StopIteration(value)
+        g.returned = *value;
+        return end();
+      }
       f.yielded = false;
       return *value;
     }
@@ -569,8 +580,13 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr
     if (!v.ok()) return v.status();
     if (*v) return **v;
     if (args.size() == 2) return args[1];
-    return Break(ir::GraphBreak::OTHER, "next() on an exhausted generator",
-                 "the function would raise StopIteration");
+    // StopIteration carries what a generator function returned.
+    const VarPtr& returned = args[0]->generator->returned;
+    if (returned && !returned->is_none()) {
+      return Break(ir::GraphBreak::OTHER, "next() on a generator that returned a value",
+                   "the function would raise StopIteration(value)");
+    }
+    return absl::StatusOr<VarPtr>(RaiseNew(PyExc_StopIteration, ""));
   }
   if ((name == "any" || name == "all") && one_generator && kwargs.empty()) {
     const bool any = name == "any";

@@ -67,6 +67,7 @@ struct OpTable {
       {"LOAD_METHOD", &Translator::OpLoadMethod, true},
       {"LOAD_SUPER_ATTR", &Translator::OpLoadSuperAttr, false},
       {"STORE_ATTR", &Translator::OpStoreAttr, true},
+      {"DELETE_ATTR", &Translator::OpDeleteAttr, true},
       {"STORE_GLOBAL", &Translator::OpStoreGlobal, false},
       {"KW_NAMES", &Translator::OpKwNames, false},
       {"CALL", &Translator::OpCall, true},
@@ -418,6 +419,14 @@ absl::Status Translator::OpStoreAttr(Frame& f, const Instruction& in, std::optio
                absl::StrCat("setting attribute '", in.argument.text, "' on ", Describe(*obj)),
                "attribute assignment is a side effect that a single graph cannot hold");
 }
+absl::Status Translator::OpDeleteAttr(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
+  POP_OR_RETURN(obj);
+  if (obj->kind == VarKind::kUserObject) return DeleteUserObjectAttr(obj, std::string(in.argument.text));
+  return Break(ir::GraphBreak::SIDE_EFFECT,
+               absl::StrCat("deleting attribute '", in.argument.text, "' of ", Describe(*obj)),
+               "deleting attributes of objects the trace did not make is a side effect it does not replay");
+}
+
 absl::Status Translator::OpStoreGlobal(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   if (allow_breaks_ && f.globals.get() == top_globals_.get()) {
     POP_OR_RETURN(v);
@@ -873,10 +882,7 @@ absl::Status Translator::OpReturnValue(Frame& f, const Instruction&, std::option
 }
 absl::Status Translator::OpBeforeWith(Frame& f, const Instruction&, std::optional<VarPtr>&) {
   POP_OR_RETURN(manager);
-  if (manager->kind != VarKind::kGradMode) {
-    return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("'with' over ", Describe(*manager)),
-                 "only torch.no_grad() and torch.enable_grad() are traced as context managers");
-  }
+  if (manager->kind != VarKind::kGradMode) return EnterUserContext(f, manager);
   const bool restore = manager->grad_restore.value_or(grad_enabled_);
   grad_stack_.push_back(restore);
   VarPtr exit = Var::Method(manager, "__exit__");
@@ -884,6 +890,35 @@ absl::Status Translator::OpBeforeWith(Frame& f, const Instruction&, std::optiona
   if (absl::Status s = SetGradMode(manager->grad_enabled); !s.ok()) return s;
   f.stack.push_back(exit);
   f.stack.push_back(Var::Constant(python::None()));
+  return absl::OkStatus();
+}
+
+// A context manager whose class defines __enter__ and __exit__ in Python (a
+// user's class, contextlib's nullcontext and @contextmanager): __enter__ is
+// traced now, and its bound __exit__ waits on the stack for the block's end,
+// where the code calls it with three Nones (an exception in the block is a
+// graph break, so the exceptional exit runs in Python).
+absl::Status Translator::EnterUserContext(Frame& f, const VarPtr& manager) {
+  python::Object cls = ClassOf(manager);
+  auto python_method = [&](const char* name) {
+    if (!cls || !PyType_Check(cls.get())) return false;
+    python::Object n = python::FromString(name);
+    PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls.get()), n.get());  // borrowed
+    return m != nullptr && PyFunction_Check(m);
+  };
+  const bool traced_kind = manager->kind == VarKind::kUserObject ||
+                           (manager->kind == VarKind::kOpaque && manager->object);
+  if (!traced_kind || !python_method("__enter__") || !python_method("__exit__")) {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("'with' over ", Describe(*manager)),
+                 "context managers are traced when their class defines __enter__ and __exit__ in Python "
+                 "(and torch.no_grad(), enable_grad(), set_grad_enabled())");
+  }
+  // BEFORE_WITH's order: both methods looked up, then __enter__ called.
+  ASSIGN_OR_RETURN(enter, GetAttr(manager, "__enter__"));
+  ASSIGN_OR_RETURN(exit, GetAttr(manager, "__exit__"));
+  ASSIGN_OR_RETURN(entered, Call(enter, {}, {}));
+  f.stack.push_back(exit);
+  f.stack.push_back(entered);
   return absl::OkStatus();
 }
 

@@ -77,7 +77,7 @@ PyObject* StdlibObject(const char* module, const char* name);
   X(Nop) X(PopTop) X(PushNull) X(Copy) X(Swap) X(EndFor) X(LoadConst) X(ReturnConst)        \
   X(LoadFast) X(LoadFastAndClear) X(LoadFastLoadFast) X(StoreFast) X(StoreFastStoreFast)      \
   X(StoreFastLoadFast) X(DeleteFast) X(MakeCell) X(CopyFreeVars) X(LoadDeref) X(StoreDeref)   \
-  X(LoadGlobal) X(LoadAttr) X(LoadMethod) X(LoadSuperAttr) X(StoreAttr) X(StoreGlobal)        \
+  X(LoadGlobal) X(LoadAttr) X(LoadMethod) X(LoadSuperAttr) X(StoreAttr) X(DeleteAttr) X(StoreGlobal)        \
   X(KwNames) X(Call) X(CallKw) X(CallFunctionEx) X(MakeFunction) X(SetFunctionAttribute)      \
   X(BinaryOp) X(CompareOp) X(IsOp) X(ContainsOp) X(Unary) X(UnaryNot) X(ToBool)               \
   X(CallIntrinsic1) X(BinarySubscr) X(StoreSubscr) X(BinarySlice) X(StoreSlice) X(BuildSlice) \
@@ -167,6 +167,10 @@ class Translator {
   // Pushes local `slot` (a break when it is unbound); stores into it.
   absl::Status PushLocal(Frame& f, int slot, absl::string_view name);
   absl::Status StoreLocal(Frame& f, int slot, VarPtr v);
+  // del obj.name of an object the trace made (user_objects.cc).
+  absl::Status DeleteUserObjectAttr(const VarPtr& obj, const std::string& name);
+  // BEFORE_WITH over anything but a grad-mode manager (instructions.cc).
+  absl::Status EnterUserContext(Frame& f, const VarPtr& manager);
   // The callable with its NULL (or self) slot, in the target's stack order.
   void PushCallable(Frame& f, VarPtr callable);
   // FOR_ITER at its end: the iterator is dropped and execution continues

@@ -464,6 +464,23 @@ absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::strin
   return absl::OkStatus();
 }
 
+absl::Status Translator::DeleteUserObjectAttr(const VarPtr& obj, const std::string& name) {
+  PyObject* cls = obj->user_class->object.get();
+  PyObject* d = TypeLookup(cls, name.c_str());
+  if ((d != nullptr && IsDataDescriptor(d)) ||
+      TypeLookup(cls, "__delattr__") != TypeLookup(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__delattr__")) {
+    return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat("deleting .", name, " of ", Describe(*obj)),
+                 "__delattr__ overrides and data descriptors are not traced");
+  }
+  for (size_t i = 0; i < obj->keys.size(); ++i) {
+    if (*python::AsString(obj->keys[i]->object) != name) continue;
+    obj->keys.erase(obj->keys.begin() + static_cast<std::ptrdiff_t>(i));
+    obj->items.erase(obj->items.begin() + static_cast<std::ptrdiff_t>(i));
+    return absl::OkStatus();
+  }
+  return RaiseNew(PyExc_AttributeError, name);
+}
+
 std::optional<absl::StatusOr<bool>> Translator::UserTruthy(const VarPtr& v) {
   if (!v->object || (v->kind != VarKind::kUserObject && v->kind != VarKind::kOpaque)) return std::nullopt;
   PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(v->object.get()));

@@ -8,6 +8,7 @@ Every construct the translator handles without a break appears here.
 """
 import collections
 import collections.abc
+import contextlib
 import dataclasses
 import math
 
@@ -563,6 +564,44 @@ def collections_made(x, y):
     return recent[0] + recent[-1] + by_name["b"][0], first.sigmoid(), len(recent)
 
 
+# --- context managers defined in Python, and generator functions ----------------------
+class _Scaled:
+    """A context manager of the user's: __enter__/__exit__ traced."""
+
+    def __init__(self, k):
+        self.k, self.depth = k, 0
+
+    def __enter__(self):
+        self.depth += 1
+        return self.k
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        return False
+
+
+@contextlib.contextmanager
+def _doubled(t):
+    yield t * 2
+
+
+def _running_sums(xs):
+    total = 0
+    for x in xs:
+        total = total + x
+        yield total
+
+
+def context_managers(x):
+    with _Scaled(3) as k, contextlib.nullcontext(x.relu()) as r:
+        y = x * k + r
+    with _doubled(y) as d:
+        z = d.sin()
+    with contextlib.suppress(KeyError):
+        z = z + 1
+    return [s.tanh() for s in _running_sums([y, z])]
+
+
 # --- generator expressions: run lazily by whatever consumes them -----------------
 def genexpr_sum_dict(d):
     return sum(v.sum() for v in d.values())
@@ -767,6 +806,7 @@ CASES = [
     ("mlp.forward", ["f32[4,8]"], lambda: (r(4, 8),)),
     ("mlp_relu.forward", ["f32[2,8]"], lambda: (r(2, 8),)),
     ("hooked.forward", ["f32[3,4]"], lambda: (r(3, 4),)),
+    ("context_managers", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("collections_made", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
     ("MLP.forward", "mlp_examples", lambda: (mlp, r(4, 8))),  # --example-inputs
     ("stack.forward", ["f32[5,8]"], lambda: (r(5, 8),)),
