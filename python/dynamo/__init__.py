@@ -10,6 +10,7 @@
     dynamo.allow_in_graph(h); dynamo.disallow_in_graph(torch.sub); dynamo.assume_constant_result(k)
     dynamo.run(f); dynamo.skip(g); dynamo.is_compiling()
     dynamo.compiler.disable(g, recursive=False)   # torch.compiler's names (dynamo.compiler)
+    dynamo.set_logs(graph_code=True, recompiles=True)  # or DYNAMO_LOGS="graph_code,recompiles" (logs.py)
 
     from dynamo.loader import load
     gm, capture = load("model.pb")              # an offline capture as a torch.fx.GraphModule
@@ -30,6 +31,7 @@ _LAZY = {
     "list_backends": "backends", "register_backend": "backends", "lookup_backend": "backends",
     "InvalidBackend": "backends",
     "Unsupported": "runtime", "Runtime": "runtime", "BackendCompilerFailed": "runtime",
+    "set_logs": "logs",
 }
 _SUBMODULES = ("compiler",)
 

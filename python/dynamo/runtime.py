@@ -34,6 +34,7 @@ import torch
 from dynamo import _C
 from dynamo import config
 from dynamo import dynamo_ir_pb2 as ir
+from dynamo import logs
 from dynamo.guards import check_guards, frame_for_call, resolve_source
 from dynamo.loader import to_graph_module
 
@@ -248,8 +249,10 @@ class Runtime:
         if _another_tracer_running() or getattr(run_only, "on", False) or self._under_function_mode(function):
             return None  # this call runs as it is, nothing cached
         code = function.__code__
-        if recompile_reason is not None and config.warn_recompiles:
-            warnings.warn(f"dynamo: recompiling {code.co_qualname}: {recompile_reason}")
+        if recompile_reason is not None:
+            _log_recompile(code, recompile_reason)
+            if config.warn_recompiles:
+                warnings.warn(f"dynamo: recompiling {code.co_qualname}: {recompile_reason}")
         entry = self._compile_or_warn(function, function, args, kwargs)
         if entry is None:
             return False  # this code runs eagerly, for this Runtime only
@@ -275,10 +278,12 @@ class Runtime:
                 warnings.warn(f"dynamo: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
                               f"captured {limit} times (config.cache_size_limit); it runs eagerly from now on")
             return fn(*args, **kwargs)
-        if entries and config.warn_recompiles:
+        if entries and (config.warn_recompiles or logs.enabled("recompiles")):
             failure = check_guards(entries[-1].capture, fn, args, kwargs)
             reason = failure[1] if failure else "no guard set holds"
-            warnings.warn(f"dynamo: recompiling {code.co_qualname}: {reason}")
+            _log_recompile(code, reason)
+            if config.warn_recompiles:
+                warnings.warn(f"dynamo: recompiling {code.co_qualname}: {reason}")
         entry = self._compile_or_warn(fn, target, args, kwargs)
         if entry is None:
             entries.append(_Entry(None, None))  # this code runs eagerly from now on
@@ -345,6 +350,8 @@ class Runtime:
         for b in capture.graph_breaks:
             self.break_records.append(b)
             self.break_sites.add((b.location.file, b.location.line, b.offset, b.reason))
+            logs.emit("graph_breaks", lambda b=b: f"Graph break in {target.__code__.co_qualname}: {format_break(b)}")
+        _log_capture(target.__code__, capture, result["code"] is not None)
         if result["code"] is None:
             return _Entry(capture, None, result["capture"])
         globals_ = target.__globals__
@@ -357,6 +364,9 @@ class Runtime:
                               for i in _placeholder_sources(capture)]
             self.graphs.append(gm)
             self.graphs_made += 1
+            logs.emit("graph_code", lambda: f"TRACED GRAPH {result['graph_name']} "
+                                            f"({target.__code__.co_qualname}, {target.__code__.co_filename}:"
+                                            f"{target.__code__.co_firstlineno})\n{gm.code.strip()}")
             if config.verbose:
                 print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
             held = sys.getrefcount(gm)
@@ -383,6 +393,22 @@ class Runtime:
             slots, outputs, is_tuple = result["direct"]
             direct = (compiled, slots, outputs, is_tuple)
         return _Entry(capture, function, result["capture"], direct, installed)
+
+
+def _log_recompile(code, reason):
+    logs.emit("recompiles", lambda: f"Recompiling function {code.co_qualname} in {code.co_filename}:"
+                                    f"{code.co_firstlineno}\n    triggered by the guard failure: {reason}")
+
+
+def _log_capture(code, capture, rewritten):
+    """The bytecode and guards artifacts of one capture (dynamo.logs)."""
+    where = f"{code.co_qualname} {code.co_filename}:{code.co_firstlineno}"
+    if rewritten:
+        logs.emit("bytecode", lambda: f"ORIGINAL BYTECODE {where}\n{logs.format_listing(capture.original_bytecode)}")
+        logs.emit("bytecode", lambda: f"MODIFIED BYTECODE {where}\n{logs.format_listing(capture.rewritten_bytecode)}")
+    if logs.enabled("guards"):
+        from dynamo.explain import Guard  # noqa: PLC0415 - explain imports this module
+        logs.emit("guards", lambda: f"GUARDS {where}\n" + "\n".join(f"  {Guard(g)}" for g in capture.guards))
 
 
 def _graph_input(value):

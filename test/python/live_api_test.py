@@ -637,6 +637,67 @@ def nested_optimized_function():
     assert torch.allclose(outer(x), x.sin().cos() * 2 + 1)
 
 
+def _logged_break_and_recompile(x, n):
+    y = x * n
+    print("logged break")
+    return y + 1
+
+
+@test
+def logs_report_each_artifact():
+    """dynamo.set_logs / DYNAMO_LOGS: each artifact's logger says what
+    happened (graph code, both bytecodes, guards, the failed guard of a
+    recompile, the break's reason and line); none when they are off."""
+    import logging
+    import subprocess
+
+    class Records(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.by_name = {}
+
+        def emit(self, record):
+            self.by_name.setdefault(record.name, []).append(record.getMessage())
+
+    records = Records()
+    root = logging.getLogger("dynamo")
+    root.addHandler(records)
+    try:
+        dynamo.set_logs()
+        with contextlib.redirect_stdout(io.StringIO()):
+            dynamo.optimize("eager")(_logged_break_and_recompile)(torch.ones(2), 2)
+        assert records.by_name == {}, records.by_name
+        dynamo.reset()
+        dynamo.set_logs("all")
+        opt = dynamo.optimize("eager")(_logged_break_and_recompile)
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            opt(torch.ones(2), 2)
+            opt(torch.ones(2), 3)
+    finally:
+        dynamo.set_logs()
+        root.removeHandler(records)
+    text = {name: "\n".join(messages) for name, messages in records.by_name.items()}
+    line = _logged_break_and_recompile.__code__.co_firstlineno + 2
+    assert "def forward" in text["dynamo.graph_code"] and "x * 2" in text["dynamo.graph_code"], text
+    assert "ORIGINAL BYTECODE" in text["dynamo.bytecode"] and "MODIFIED BYTECODE" in text["dynamo.bytecode"]
+    assert "__dynamo_graph_" in text["dynamo.bytecode"]
+    assert "L['x']: TENSOR_MATCH float32[2]" in text["dynamo.guards"], text["dynamo.guards"]
+    assert "L['n']: expected 2, got 3" in text["dynamo.recompiles"], text["dynamo.recompiles"]
+    assert f"live_api_test.py:{line}: print() is not traced" in text["dynamo.graph_breaks"], text["dynamo.graph_breaks"]
+    try:
+        dynamo.set_logs("graph_cod")
+        raise AssertionError("an unknown artifact was accepted")
+    except ValueError as e:
+        assert "graph_code" in str(e)
+    # From the environment, to stderr, as TORCH_LOGS does.
+    script = "import torch, dynamo\ndynamo.optimize('eager')(lambda x: x.sin())(torch.ones(2))\n"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "DYNAMO_LOGS": "graph_code"})
+    assert out.returncode == 0, out.stderr
+    assert "[dynamo.graph_code] TRACED GRAPH" in out.stderr and "x.sin()" in out.stderr, out.stderr
+
+
 # ----------------------------------------------------------------- main
 def main(selected):
     failures, known, fixed = [], [], []
