@@ -31,7 +31,7 @@ _LAZY = {
     "list_backends": "backends", "register_backend": "backends", "lookup_backend": "backends",
     "InvalidBackend": "backends",
     "Unsupported": "runtime", "Runtime": "runtime", "BackendCompilerFailed": "runtime",
-    "set_logs": "logs",
+    "set_logs": "logs", "set_dump_dir": "logs",
 }
 _SUBMODULES = ("compiler",)
 

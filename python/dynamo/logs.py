@@ -14,6 +14,17 @@ them as it does torch's:
   recompiles    each recompile, with the guard that failed
   graph_breaks  each graph break: reason, file:line, source line and hint
 
+DYNAMO_DUMP_DIR=DIR (or set_dump_dir(DIR)) writes, per captured frame, the
+files a user reads and diffs after a run (depyf's dump folders are the model):
+
+  DIR/0003_MyModel.forward.pb            the capture (dynamo-inspect reads it)
+  DIR/0003_MyModel.forward.graph.py      each graph's FX code
+  DIR/0003_MyModel.forward.bytecode.txt  ORIGINAL and MODIFIED BYTECODE
+  DIR/0003_MyModel.forward.guards.txt    the guards, one per line, and the breaks
+
+numbered in capture order, so two runs of the same program dump the same
+names.
+
 When artifacts are turned on here (or by DYNAMO_LOGS at import) and the
 "dynamo" logger has no handler of the program's, one writing to stderr is
 added, as TORCH_LOGS does. Nothing is formatted unless its artifact is on,
@@ -29,6 +40,7 @@ ARTIFACTS = ("graph_code", "guards", "bytecode", "recompiles", "graph_breaks")
 
 _enabled = set()
 _handler = None
+_dump = {"dir": None, "count": 0}
 
 
 def set_logs(*names, **flags):
@@ -76,7 +88,44 @@ def _install_handler():
         root.propagate = False  # as torch's loggers: once, not again through the root logger
 
 
+def set_dump_dir(path):
+    """Dumps every capture made from now on into `path` (created if need
+    be); None stops dumping. Numbering starts again at 0."""
+    if path is not None:
+        os.makedirs(path, exist_ok=True)
+    _dump["dir"] = path
+    _dump["count"] = 0
+
+
+def dumping():
+    return _dump["dir"] is not None
+
+
+def dump_capture(qualname, capture_bytes, capture, graph_codes, guard_lines, break_lines):
+    """Writes one capture's files (see the module's docstring)."""
+    index = _dump["count"]
+    _dump["count"] += 1
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in qualname)
+    base = os.path.join(_dump["dir"], f"{index:04d}_{safe}")
+    with open(base + ".pb", "wb") as f:
+        f.write(capture_bytes)
+    with open(base + ".graph.py", "w") as f:
+        f.write("\n\n".join(graph_codes) if graph_codes else "# no graph\n")
+    with open(base + ".bytecode.txt", "w") as f:
+        f.write(f"ORIGINAL BYTECODE {qualname}\n{format_listing(capture.original_bytecode)}\n\n")
+        if capture.rewritten_bytecode.instructions:
+            f.write(f"MODIFIED BYTECODE {qualname}\n{format_listing(capture.rewritten_bytecode)}\n")
+    with open(base + ".guards.txt", "w") as f:
+        f.write("GUARDS\n" + "".join(f"  {g}\n" for g in guard_lines))
+        f.write("GRAPH BREAKS\n" + "".join(f"  {b}\n" for b in break_lines))
+
+
 def _from_environment():
+    if os.environ.get("DYNAMO_DUMP_DIR"):
+        try:
+            set_dump_dir(os.environ["DYNAMO_DUMP_DIR"])
+        except OSError as e:
+            warnings.warn(f"DYNAMO_DUMP_DIR: cannot use {os.environ['DYNAMO_DUMP_DIR']!r}: {e}; not dumping")
     value = os.environ.get("DYNAMO_LOGS", "").strip()
     if not value:
         return

@@ -353,6 +353,7 @@ class Runtime:
             logs.emit("graph_breaks", lambda b=b: f"Graph break in {target.__code__.co_qualname}: {format_break(b)}")
         _log_capture(target.__code__, capture, result["code"] is not None)
         if result["code"] is None:
+            _dump(target.__code__, capture, None)
             return _Entry(capture, None, result["capture"])
         globals_ = target.__globals__
         installed = _Installed(globals_)
@@ -379,6 +380,7 @@ class Runtime:
             if self.evaluate_frames and self.backend is not _eager_backend:
                 compiled = _without_capture(compiled)
             installed.add(result["graph_name"], compiled)
+        _dump(target.__code__, capture, self.graphs[-1] if result["graph_name"] else None)
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
             installed.add(name, _Resume(self, code, globals_, capture_it, takes_closure))
             self.generated_code.append(code)
@@ -393,6 +395,19 @@ class Runtime:
             slots, outputs, is_tuple = result["direct"]
             direct = (compiled, slots, outputs, is_tuple)
         return _Entry(capture, function, result["capture"], direct, installed)
+
+
+def _dump(code, capture, gm):
+    if not logs.dumping():
+        return
+    from dynamo.explain import Guard  # noqa: PLC0415 - explain imports this module
+    # The file names what a live capture leaves to its caller: where it came from.
+    named = ir.Capture()
+    named.CopyFrom(capture)
+    named.source_file, named.function_name, named.first_line = code.co_filename, code.co_qualname, code.co_firstlineno
+    named.python_version, named.torch_version = sys.version.split()[0], torch.__version__
+    logs.dump_capture(code.co_qualname, named.SerializeToString(), capture, [gm.code.strip() + "\n"] if gm is not None else [],
+                      [str(Guard(g)) for g in capture.guards], [format_break(b) for b in capture.graph_breaks])
 
 
 def _log_recompile(code, reason):

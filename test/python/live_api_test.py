@@ -698,6 +698,42 @@ def logs_report_each_artifact():
     assert "[dynamo.graph_code] TRACED GRAPH" in out.stderr and "x.sin()" in out.stderr, out.stderr
 
 
+@test
+def dump_dir_holds_each_capture():
+    """dynamo.set_dump_dir / DYNAMO_DUMP_DIR: per captured frame, in capture
+    order, the .pb (which dynamo-inspect reads, named after the function),
+    the graph code, both bytecodes, and the guards with the breaks."""
+    import subprocess
+    import tempfile
+    from dynamo import logs
+    with tempfile.TemporaryDirectory() as d:
+        logs.set_dump_dir(d)
+        try:
+            opt = dynamo.optimize("eager")(_logged_break_and_recompile)
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                opt(torch.ones(2), 2)
+        finally:
+            logs.set_dump_dir(None)
+        names = sorted(os.listdir(d))
+        stems = ["0000__logged_break_and_recompile"]
+        want = sorted(stems[0] + ext for ext in (".pb", ".graph.py", ".bytecode.txt", ".guards.txt"))
+        resume = [n for n in names if n.startswith("0001__logged_break_and_recompile.__resume_at_")]
+        assert len(names) == 8 and names[:4] == want and len(resume) == 4, names
+        read = lambda name: open(os.path.join(d, name)).read()  # noqa: E731
+        assert "x * 2" in read(stems[0] + ".graph.py")
+        assert "ORIGINAL BYTECODE" in read(stems[0] + ".bytecode.txt")
+        assert "MODIFIED BYTECODE" in read(stems[0] + ".bytecode.txt")
+        guards = read(stems[0] + ".guards.txt")
+        assert "L['n']: EQUALS_MATCH 2" in guards and "print() is not traced" in guards, guards
+        inspect_tool = os.path.join(os.path.dirname(dynamo.__file__), "..", "..", "tools", "inspect",
+                                    "dynamo-inspect")
+        if os.path.exists(inspect_tool):
+            out = subprocess.run([inspect_tool, os.path.join(d, stems[0] + ".pb")], capture_output=True,
+                                 text=True, timeout=120)
+            assert out.returncode == 0 and "CAPTURE _logged_break_and_recompile" in out.stdout, out
+
+
 # ----------------------------------------------------------------- main
 def main(selected):
     failures, known, fixed = [], [], []
