@@ -16,6 +16,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libabsl-dev libprotobuf-dev protobuf-compiler
   catch2 libcli11-dev libbenchmark-dev
+  graphviz
 )
 # The interpreter the venv is made from: a shared-library CPython 3.11.
 base_python=""

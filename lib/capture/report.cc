@@ -16,6 +16,31 @@
 namespace dynamo::capture {
 namespace {
 
+// A DOT string literal's contents.
+std::string DotQuote(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The nodes an argument reads (nested lists and dicts included).
+void ReadNodes(const ir::Argument& a, std::vector<std::string>& out) {
+  if (a.value_case() == ir::Argument::kNode) out.push_back(a.node());
+  if (a.value_case() == ir::Argument::kList) {
+    for (const ir::Argument& item : a.list().items()) ReadNodes(item, out);
+  }
+  if (a.value_case() == ir::Argument::kDict) {
+    for (const ir::Argument& v : a.dict().values()) ReadNodes(v, out);
+  }
+}
+
 std::string DTypeText(ir::DType d) {
   absl::StatusOr<ops::DType> dtype = ops::FromProto(d);
   return dtype.ok() ? std::string(ops::DTypeName(*dtype)) : ir::DType_Name(d);
@@ -267,6 +292,74 @@ absl::StatusOr<ir::Capture> ReadCapture(const std::string& path) {
                                                    static_cast<int>(ir::IR_VERSION_CURRENT)));
   }
   return c;
+}
+
+std::string FormatDot(const ir::Capture& c) {
+  std::string out = "digraph capture {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  absl::StrAppend(&out, "  label=\"", DotQuote(absl::StrCat(c.function_name(), " (", c.source_file(), ":",
+                                                            c.first_line(), ")")),
+                  "\";\n  labelloc=t;\n");
+  // Graphs and breaks in program order: graph i, then break i before graph i + 1.
+  std::vector<std::pair<std::string, std::string>> chain;  // (entered at, left from)
+  for (int g = 0; g < c.graphs_size(); ++g) {
+    const ir::Graph& graph = c.graphs(g);
+    const std::string prefix = absl::StrCat("g", g, "_");
+    absl::StrAppend(&out, "  subgraph cluster_", g, " {\n    label=\"", DotQuote(graph.name()), "\";\n");
+    for (const ir::Node& n : graph.nodes()) {
+      std::string label, shape = "box", fill = "white";
+      switch (n.kind()) {
+        case ir::Node::PLACEHOLDER:
+          label = absl::StrCat("input ", n.name(), "\n", MetaText(n.meta()));
+          shape = "ellipse";
+          fill = "#dbeafe";
+          break;
+        case ir::Node::GET_ATTR:
+          label = absl::StrCat(n.target(), "\n", MetaText(n.meta()));
+          shape = "ellipse";
+          fill = "#fef3c7";
+          break;
+        case ir::Node::OUTPUT:
+          label = "output";
+          shape = "oval";
+          fill = "#e5e7eb";
+          break;
+        default:
+          label = absl::StrCat(n.name(), ": ", n.target(), "\n", MetaText(n.meta()));
+      }
+      absl::StrAppend(&out, "    \"", prefix, DotQuote(n.name()), "\" [label=\"", DotQuote(label), "\", shape=", shape,
+                      ", style=filled, fillcolor=\"", fill, "\"];\n");
+    }
+    for (const ir::Node& n : graph.nodes()) {
+      std::vector<std::string> reads;
+      for (const ir::Argument& a : n.args()) ReadNodes(a, reads);
+      for (const ir::KeywordArgument& k : n.kwargs()) ReadNodes(k.value(), reads);
+      for (const std::string& r : reads) {
+        absl::StrAppend(&out, "    \"", prefix, DotQuote(r), "\" -> \"", prefix, DotQuote(n.name()), "\";\n");
+      }
+    }
+    absl::StrAppend(&out, "  }\n");
+    // The chain enters a graph at its first node and leaves from its last.
+    if (graph.nodes_size() > 0) {
+      chain.push_back({absl::StrCat(prefix, graph.nodes(0).name()),
+                       absl::StrCat(prefix, graph.nodes(graph.nodes_size() - 1).name())});
+    }
+    if (g < c.graph_breaks_size()) chain.push_back({absl::StrCat("break_", g), absl::StrCat("break_", g)});
+  }
+  for (int b = 0; b < c.graph_breaks_size(); ++b) {
+    const ir::GraphBreak& gb = c.graph_breaks(b);
+    if (b >= c.graphs_size()) chain.push_back({absl::StrCat("break_", b), absl::StrCat("break_", b)});
+    std::string label = absl::StrCat("graph break: ", gb.message(), "\n", gb.location().file(), ":",
+                                     gb.location().line());
+    if (!gb.location().text().empty()) absl::StrAppend(&label, "\n", gb.location().text());
+    absl::StrAppend(&out, "  \"break_", b, "\" [label=\"", DotQuote(label),
+                    "\", shape=note, color=\"#b91c1c\", fontcolor=\"#b91c1c\"];\n");
+  }
+  for (size_t i = 0; i + 1 < chain.size(); ++i) {
+    absl::StrAppend(&out, "  \"", DotQuote(chain[i].second), "\" -> \"", DotQuote(chain[i + 1].first),
+                    "\" [style=dashed, color=\"#6b7280\"];\n");
+  }
+  out += "}\n";
+  return out;
 }
 
 }  // namespace dynamo::capture

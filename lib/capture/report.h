@@ -23,6 +23,13 @@ namespace dynamo::capture {
 [[nodiscard]] std::string FormatReport(const ir::Capture& capture,
                                        const std::string& original_listing = "");
 
+// The capture as a Graphviz DOT picture: one cluster per graph (inputs,
+// parameters and the output set apart from the operations, each labelled
+// with its op and output dtype/shape, an edge per use of a node), and each
+// graph break a note between the graphs it separates, with its reason and
+// file:line. Deterministic: the same capture gives the same text.
+[[nodiscard]] std::string FormatDot(const ir::Capture& capture);
+
 // Reads a capture written by dynamo-export (.pb, .pbtxt or .json by extension)
 // and refuses IR versions newer than this build understands.
 [[nodiscard]] absl::StatusOr<ir::Capture> ReadCapture(const std::string& path);

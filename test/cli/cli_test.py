@@ -414,6 +414,56 @@ class BreaksTest(unittest.TestCase):
                         "GRAPH BREAKS (2)", "print(\"normalizing\"", "if h.sum() > 0:"):
             self.assertIn(section, text)
 
+    def test_pictures(self):
+        """--dot and --svg: one cluster per graph, a node per graph node and
+        per break, an edge per use of a node plus the dashed chain from graph
+        to break to graph; the SVG drawn by Graphviz has the same counts."""
+        import shutil
+        from dynamo.loader import read_capture
+        with tempfile.TemporaryDirectory() as d:
+            pb = os.path.join(d, "n.pb")
+            self.assertEqual(export(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "-o", pb,
+                                    "--allow-breaks").returncode, 0)
+            capture = read_capture(pb)
+            dot, svg = os.path.join(d, "n.dot"), os.path.join(d, "n.svg")
+            args = [pb, "--dot", dot] + (["--svg", svg] if shutil.which("dot") else [])
+            result = run(*args)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            with open(dot) as f:
+                text = f.read()
+
+            def reads(arg):
+                kind = arg.WhichOneof("value")
+                if kind == "node":
+                    return 1
+                if kind == "list":
+                    return sum(reads(a) for a in arg.list.items)
+                if kind == "dict":
+                    return sum(reads(v) for v in arg.dict.values)
+                return 0
+            nodes = sum(len(g.nodes) for g in capture.graphs) + len(capture.graph_breaks)
+            uses = sum(reads(a) for g in capture.graphs for n in g.nodes for a in n.args) + \
+                sum(reads(k.value) for g in capture.graphs for n in g.nodes for k in n.kwargs)
+            chain = len(capture.graphs) + len(capture.graph_breaks) - 1
+            self.assertEqual(text.count("subgraph cluster_"), len(capture.graphs))
+            self.assertEqual(len(re.findall(r"^\s+\"[^\"]+\" \[label=", text, re.M)), nodes)
+            self.assertEqual(len(re.findall(r"^\s+\"[^\"]+\" -> \"", text, re.M)), uses + chain)
+            self.assertEqual(text.count("style=dashed"), chain)
+            self.assertIn("graph break: print() is not traced", text)
+            if shutil.which("dot"):
+                with open(svg) as f:
+                    drawn = f.read()
+                self.assertEqual(drawn.count('class="node"'), nodes)
+                self.assertEqual(drawn.count('class="edge"'), uses + chain)
+                self.assertEqual(drawn.count('class="cluster"'), len(capture.graphs))
+        # Bad requests: one line, a non-zero exit, nothing written.
+        no_capture = run(BREAKS, "--fn", "normalize", "--dot", os.path.join(d, "x.dot"))
+        self.assertEqual(no_capture.returncode, 2)
+        self.assertIn("--dot and --svg draw a capture", no_capture.stderr)
+        into_dir = run(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "--dot", REPO)
+        self.assertEqual(into_dir.returncode, 1)
+        self.assertEqual(len(into_dir.stderr.strip().splitlines()), 1, into_dir.stderr)
+
     def test_max_breaks_gate(self):
         self.assertNotEqual(run(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "--max-breaks", "1").returncode, 0)
         self.assertEqual(run(BREAKS, "--fn", "normalize", *BREAK_INPUTS, "--max-breaks", "2").returncode, 0)

@@ -29,13 +29,4 @@ struct ExportOptions {
 
 [[nodiscard]] absl::Status RunExport(const ExportOptions& options);
 
-// OK when `path` does not exist or is a regular file; an error naming what
-// it is otherwise (a symbolic link is refused, not followed).
-[[nodiscard]] absl::Status CheckOutputPath(const std::string& path);
-
-// Writes `data` to `path` through a fresh temporary file (mkstemp) in the
-// same directory and a rename, so readers never see a partial file; `path`
-// must pass CheckOutputPath, before and just before the rename.
-[[nodiscard]] absl::Status WriteAtomically(const std::string& path, const std::string& data);
-
 }  // namespace dynamo::tools

@@ -1,5 +1,13 @@
 #include "tools/inspect/inspect.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
 #include <Python.h>
 
 #include "absl/strings/match.h"
@@ -95,6 +103,7 @@ absl::StatusOr<InspectReport> InspectScript(const InspectOptions& options) {
     *c.add_graph_breaks() = *graph_break;
   }
   report.breaks = c.graph_breaks_size();
+  if (options.picture) report.dot = capture::FormatDot(c);
   if (options.json) {
     absl::StatusOr<std::string> json = capture::Serialize(c, "json");
     if (!json.ok()) return json.status();
@@ -111,6 +120,7 @@ absl::StatusOr<InspectReport> InspectCaptureFile(const InspectOptions& options) 
   absl::StatusOr<ir::Capture> c = capture::ReadCapture(options.script);
   if (!c.ok()) return c.status();
   report.breaks = c->graph_breaks_size();
+  if (options.picture) report.dot = capture::FormatDot(*c);
   if (options.json) {
     absl::StatusOr<std::string> json = capture::Serialize(*c, "json");
     if (!json.ok()) return json.status();
@@ -143,17 +153,44 @@ absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
         [&]() -> absl::StatusOr<std::vector<std::string>> {
           absl::StatusOr<InspectReport> r = InspectScript(options);
           if (!r.ok()) return r.status();
-          return std::vector<std::string>{r->text, absl::StrCat(r->breaks)};
+          return std::vector<std::string>{r->text, absl::StrCat(r->breaks), r->dot};
         },
         {.timeout_seconds = options.timeout_seconds, .what = "the inspection"});
     if (!out.ok()) return out.status();
-    if (out->size() != 2) return absl::InternalError("the inspection sent back an unexpected result");
-    report = InspectReport{.text = std::move((*out)[0]), .breaks = 0};
+    if (out->size() != 3) return absl::InternalError("the inspection sent back an unexpected result");
+    report = InspectReport{.text = std::move((*out)[0]), .breaks = 0, .dot = std::move((*out)[2])};
     if (!absl::SimpleAtoi((*out)[1], &report->breaks)) return absl::InternalError("bad break count");
   }
   if (!report.ok()) return report.status();
   report->text = Printable(report->text);
   return report;
+}
+
+absl::StatusOr<std::string> RenderSvg(const std::string& dot) {
+  // The DOT goes through a private temporary file; the command line holds
+  // only that name, which mkstemp made.
+  std::string temp = (std::filesystem::temp_directory_path() / "dynamo_inspect_XXXXXX").string();
+  int fd = mkstemp(temp.data());
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot make a temporary file: ", std::strerror(errno)));
+  const bool wrote = write(fd, dot.data(), dot.size()) == static_cast<ssize_t>(dot.size());
+  close(fd);
+  struct Unlink {
+    std::string path;
+    ~Unlink() { unlink(path.c_str()); }
+  } remove_temp{temp};
+  if (!wrote) return absl::InternalError("cannot write the temporary DOT file");
+  FILE* pipe = popen(absl::StrCat("dot -Tsvg '", temp, "' 2>/dev/null").c_str(), "r");
+  if (pipe == nullptr) return absl::InternalError(absl::StrCat("cannot run Graphviz's dot: ", std::strerror(errno)));
+  std::string svg;
+  char buffer[65536];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) svg.append(buffer, n);
+  const int status = pclose(pipe);
+  if (status != 0 && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+    return absl::FailedPreconditionError(
+        "--svg needs Graphviz's dot on PATH (Debian: apt install graphviz); --dot FILE writes the DOT source");
+  }
+  if (status != 0 || svg.empty()) return absl::InternalError("Graphviz's dot failed to draw the capture");
+  return svg;
 }
 
 }  // namespace dynamo::tools

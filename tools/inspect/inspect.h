@@ -26,11 +26,13 @@ struct InspectOptions {
   bool nested = true;    // also list nested code objects
   bool json = false;     // the capture as JSON instead of text
   double timeout_seconds = 0;  // stop a script's inspection after this long; 0: no limit
+  bool picture = false;  // also draw the capture (InspectReport::dot)
 };
 
 struct InspectReport {
   std::string text;
   int breaks = 0;  // graph breaks in the capture (for --max-breaks)
+  std::string dot;  // with InspectOptions::picture: the capture in Graphviz DOT (FormatDot)
 };
 
 // On failure nothing of the report is returned, so nothing half-written
@@ -38,6 +40,10 @@ struct InspectReport {
 // (tools/common/supervise.h): one that ends the process or outlives the
 // timeout is an error. Control characters in the report are escaped.
 [[nodiscard]] absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options);
+
+// DOT text drawn as SVG by Graphviz's `dot` (found on PATH); an error that
+// says how to get it when it is missing.
+[[nodiscard]] absl::StatusOr<std::string> RenderSvg(const std::string& dot);
 
 // True for paths dynamo-inspect reads as a saved capture.
 bool IsCaptureFile(const std::string& path);

@@ -5,6 +5,7 @@
 //   dynamo-inspect model.py --fn model.forward --input x=f32[1,16]   # full report
 //   dynamo-inspect model.pb [--json]                                 # a saved capture
 //   dynamo-inspect model.py --fn f --input f32[3] --max-breaks 0     # CI gate
+//   dynamo-inspect model.pb --dot model.dot --svg model.svg          # pictures
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "lib/python/error.h"
 #include "tools/common/cli.h"
+#include "tools/common/output_file.h"
 #include "tools/inspect/inspect.h"
 
 int main(int argc, char** argv) {
@@ -35,6 +37,9 @@ int main(int argc, char** argv) {
                  "stop and fail when importing and capturing take longer than SECONDS")
       ->check(dynamo::tools::Seconds());
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
+  std::string dot_path, svg_path;
+  app.add_option("--dot", dot_path, "also write the capture's graphs and breaks as Graphviz DOT to FILE");
+  app.add_option("--svg", svg_path, "also draw them to FILE as SVG (needs Graphviz's dot on PATH)");
   std::string python;
   app.add_option("--python", python,
                  "the Python interpreter to embed (default: $DYNAMO_PYTHON, the active venv, or the "
@@ -49,11 +54,37 @@ int main(int argc, char** argv) {
     std::cerr << "dynamo-inspect: error: --fn is required for a script\n";
     return 2;
   }
+  options.picture = !dot_path.empty() || !svg_path.empty();
+  if (options.picture && !dynamo::tools::IsCaptureFile(options.script) && options.inputs.empty() &&
+      options.example_inputs.empty()) {
+    std::cerr << "dynamo-inspect: error: --dot and --svg draw a capture: give --input (or --example-inputs) "
+                 "or a saved capture\n";
+    return 2;
+  }
+  for (const std::string& path : {dot_path, svg_path}) {
+    if (path.empty()) continue;
+    absl::Status s = dynamo::tools::CheckWritableDirectory(path);
+    if (s.ok()) s = dynamo::tools::CheckOutputPath(path);
+    if (!s.ok()) {
+      std::cerr << "dynamo-inspect: error: " << s.message() << "\n";
+      return 1;
+    }
+  }
   try {
     absl::StatusOr<dynamo::tools::InspectReport> report = dynamo::tools::RunInspect(options);
     if (!report.ok()) {
       std::cerr << "dynamo-inspect: error: " << report.status().message() << "\n";
       if (auto tb = dynamo::python::PythonTraceback(report.status()); traceback && tb) std::cerr << *tb;
+      return 1;
+    }
+    absl::Status drawn = absl::OkStatus();
+    if (!dot_path.empty()) drawn = dynamo::tools::WriteAtomically(dot_path, report->dot);
+    if (drawn.ok() && !svg_path.empty()) {
+      absl::StatusOr<std::string> svg = dynamo::tools::RenderSvg(report->dot);
+      drawn = svg.ok() ? dynamo::tools::WriteAtomically(svg_path, *svg) : svg.status();
+    }
+    if (!drawn.ok()) {
+      std::cerr << "dynamo-inspect: error: " << drawn.message() << "\n";
       return 1;
     }
     std::cout << report->text;
