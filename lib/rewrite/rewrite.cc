@@ -574,6 +574,9 @@ class Emitter {
         Call(0);
         return absl::OkStatus();
       case VarKind::kGradMode:
+        // torch.set_grad_enabled(mode)'s object restores the mode from before
+        // it was made, which no_grad() / enable_grad() would not.
+        if (v->grad_restore) return Unrebuildable("a torch.set_grad_enabled object");
         BeginCall();
         ImportPath({"torch"}, {v->grad_enabled ? "enable_grad" : "no_grad"});
         CalleeLoaded();
@@ -758,7 +761,13 @@ class Emitter {
   // for the stack slot the resume function takes.
   int EnterGradMode(const VarPtr& exit) {
     SetGradEnabled(exit->grad_enabled);
-    if (absl::Status s = Load(exit->self); !s.ok()) return -1;  // torch.no_grad(): cannot fail to load
+    // The block's manager sets exit->self->grad_enabled; entered from the
+    // mode it restores, no_grad() / enable_grad() does what it did (also
+    // for a set_grad_enabled(mode) block).
+    BeginCall();
+    ImportPath({"torch"}, {exit->self->grad_enabled ? "enable_grad" : "no_grad"});
+    CalleeLoaded();
+    Call(0);
     Emit(op::kBeforeWith);
     Emit(op::kPopTop);
     int t = NewTemp();
@@ -1137,7 +1146,6 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   for (size_t i = 0; i < deep; ++i) {
     if (!trace::IsGradModeExit(st.stack[i])) continue;
     deep_temps[i] = e.EnterGradMode(st.stack[i]);
-    if (deep_temps[i] < 0) return absl::InternalError("entering a grad-mode block again");
     exits.push_back(deep_temps[i]);
   }
   if (!exits.empty()) e.SetGradEnabled(st.grad_enabled);
