@@ -246,7 +246,8 @@ R Translator::CallDequeMethod(const VarPtr& q, const std::string& name, const st
     q->items.insert(q->items.begin() + k, args[1]);
     return None();
   }
-  if ((name == "count" || name == "index" || name == "remove") && arity(1, 3)) {
+  // index(x, start, stop) takes a range; count(x) and remove(x) take x alone.
+  if ((name == "index" && arity(1, 3)) || ((name == "count" || name == "remove") && arity(1, 1))) {
     // Equality decides: only over Python constants, by the real deque's
     // own method on a copy (remove then drops the same position here).
     absl::StatusOr<Object> real = ToPython(q);
