@@ -5,7 +5,11 @@
 # library, the CLIs, the extension and the tests all use the interpreter the
 # user has, with pip's torch. Whatever python3 comes first on PATH is never
 # picked by accident; -DDYNAMO_PYTHON=PATH names another one.
-if(DEFINED ENV{DYNAMO_VENV})
+if(DEFINED SKBUILD)
+  # pip install . (pyproject.toml): the interpreter pip builds for, which
+  # scikit-build-core passes in.
+  set(_dynamo_default_python "${Python3_EXECUTABLE}")
+elseif(DEFINED ENV{DYNAMO_VENV})
   set(_dynamo_default_python "$ENV{DYNAMO_VENV}/bin/python")
 else()
   set(_dynamo_default_python "$ENV{HOME}/.cache/libdynamo/venv-3.11/bin/python")

@@ -129,6 +129,16 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
   c.set_ir_version(ir::IR_VERSION_CURRENT);
   python::Object code = python::Object::Borrow(PyFunction_GetCode(function.get()));
   ListBytecode(code, c.mutable_original_bytecode());
+  // What the capture is of, as the offline one says (explain's pictures and
+  // the dump folder's .pb files name it).
+  const auto* raw = reinterpret_cast<PyCodeObject*>(code.get());
+  if (absl::StatusOr<std::string> name = python::AsString(python::Object::Borrow(raw->co_qualname)); name.ok()) {
+    c.set_function_name(*name);
+  }
+  if (absl::StatusOr<std::string> file = python::AsString(python::Object::Borrow(raw->co_filename)); file.ok()) {
+    c.set_source_file(*file);
+  }
+  c.set_first_line(raw->co_firstlineno);
   if (!traced.ok()) {
     if (traced.status().code() != absl::StatusCode::kUnimplemented || why.message.empty()) {
       return traced.status();
@@ -154,7 +164,10 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
     return out;
   }
   for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = std::move(spec);
-  if (!rewritten->graph_name.empty()) *c.add_graphs() = traced->graph;
+  if (!rewritten->graph_name.empty()) {
+    *c.add_graphs() = traced->graph;
+    c.mutable_graphs(0)->set_name(rewritten->graph_name);  // the global the rewritten code calls it by
+  }
   for (const trace::GraphAttribute& a : traced->attributes) {
     ir::GraphAttribute* attr = c.add_attributes();
     attr->set_target(a.target);

@@ -1,5 +1,6 @@
 #include "lib/embed/module.h"
 
+#include <climits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "lib/bytecode/disassemble.h"
 #include "lib/capture/capture.h"
 #include "lib/capture/live.h"
+#include "lib/capture/report.h"
 #include "lib/embed/eval_frame.h"
 #include "lib/ops/registry.h"
 #include "lib/python/error.h"
@@ -166,6 +168,20 @@ PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
       .release();
 }
 
+// A serialized capture drawn as Graphviz DOT: the same picture as
+// dynamo-inspect --dot, for explain() output and loaded captures.
+PyObject* CaptureDot(PyObject* /*module*/, PyObject* arg) {
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(arg, &data, &size) != 0) return nullptr;
+  ir::Capture capture;
+  if (size > INT_MAX || !capture.ParseFromArray(data, static_cast<int>(size))) {
+    PyErr_SetString(PyExc_ValueError, "capture_dot: not a serialized libdynamo capture");
+    return nullptr;
+  }
+  return Text(capture::FormatDot(capture)).release();
+}
+
 // The registry's canonical target names: the loader resolves a capture's call
 // targets only against these (README, "Trust model").
 PyObject* OpTargets(PyObject* /*module*/, PyObject* /*unused*/) {
@@ -272,6 +288,8 @@ PyMethodDef kMethods[] = {
      "reset_caches()\n\nDrops every cached capture of every code object."},
     {"cache_stats", CacheStats, METH_NOARGS,
      "cache_stats() -> dict\n\nHits, misses and cached entries of the frame evaluator."},
+    {"capture_dot", methods::CaptureDot, METH_O,
+     "capture_dot(capture: bytes) -> str\n\nA serialized Capture as Graphviz DOT (dynamo-inspect --dot)."},
     {"op_targets", methods::OpTargets, METH_NOARGS,
      "op_targets() -> tuple of str\n\n"
      "The op registry's canonical target names ('torch.add', 'Tensor.relu',\n"

@@ -41,6 +41,21 @@ std::string VenvVersion(const std::filesystem::path& program) {
   return "";
 }
 
+// The venv's python when this executable was installed into a venv's bin/
+// (pip install . puts the CLIs there), so it embeds the interpreter of the
+// environment it belongs to however it is called; "" otherwise.
+std::string VenvPythonBesideExecutable() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const std::filesystem::path python = exe.parent_path() / "python";
+  if (!std::filesystem::exists(exe.parent_path().parent_path() / "pyvenv.cfg", ec) ||
+      !std::filesystem::exists(python, ec)) {
+    return "";
+  }
+  return python.string();
+}
+
 }  // namespace
 
 const char* Interpreter::BuildPython() { return DYNAMO_PYTHON_EXECUTABLE; }
@@ -48,6 +63,7 @@ const char* Interpreter::BuildPython() { return DYNAMO_PYTHON_EXECUTABLE; }
 std::string Interpreter::ChooseProgram(const InterpreterOptions& options) {
   if (!options.program.empty()) return options.program;
   if (std::string p = EnvOr("DYNAMO_PYTHON"); !p.empty()) return p;
+  if (std::string p = VenvPythonBesideExecutable(); !p.empty()) return p;
   if (std::string venv = EnvOr("VIRTUAL_ENV"); !venv.empty()) return venv + "/bin/python";
   return BuildPython();
 }

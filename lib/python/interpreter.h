@@ -19,7 +19,8 @@ namespace dynamo::python {
 
 struct InterpreterOptions {
   // The interpreter whose prefix (stdlib, site-packages) the embedded one
-  // uses. Empty: $DYNAMO_PYTHON, else the active venv's ($VIRTUAL_ENV), else
+  // uses. Empty: $DYNAMO_PYTHON, else the venv's whose bin/ holds this
+  // executable (a CLI pip installed), else the active venv's ($VIRTUAL_ENV), else
   // the one libdynamo was built against (the project's venv) — never
   // whichever python3 happens to be first on PATH.
   std::string program;

@@ -14,6 +14,8 @@
 
     from dynamo.loader import load
     gm, capture = load("model.pb")              # an offline capture as a torch.fx.GraphModule
+    dynamo.render("model.pb", "model.svg")      # its graphs and breaks drawn (pictures.py)
+    dynamo.explain(f)(x).render("f.svg")        # what a live call captured, drawn
 
 Only `config` is imported with the package; the rest (and torch with it)
 loads on first use, so `import dynamo._C` and `dynamo.loader` stay light.
@@ -32,6 +34,7 @@ _LAZY = {
     "InvalidBackend": "backends",
     "Unsupported": "runtime", "Runtime": "runtime", "BackendCompilerFailed": "runtime",
     "set_logs": "logs", "set_dump_dir": "logs",
+    "to_dot": "pictures", "render": "pictures",
 }
 _SUBMODULES = ("compiler",)
 

@@ -103,10 +103,11 @@ class ExplainOutput:
     targets of its call nodes), inferred_on_meta (per graph, the targets of
     the nodes whose metadata came from torch's meta kernels because the op
     registry has no entry for them), out_guards ([Guard] over every
-    capture) and compile_times (seconds: the whole explained call, captures
-    included)."""
+    capture), compile_times (seconds: the whole explained call, captures
+    included) and captures (the dynamo_ir_pb2.Captures made: the frame's and
+    each resume function's). to_dot() and render(path) draw them (pictures.py)."""
 
-    def __init__(self, graphs, break_reasons, out_guards, compile_times):
+    def __init__(self, graphs, break_reasons, out_guards, compile_times, captures=()):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.break_reasons = break_reasons
@@ -117,6 +118,17 @@ class ExplainOutput:
                                   if n.op in _OPS and n.meta.get("dynamo_inferred_on_meta")] for gm in graphs]
         self.out_guards = out_guards
         self.compile_times = compile_times
+        self.captures = list(captures)
+
+    def to_dot(self):
+        """Every graph captured and the breaks between them, as Graphviz DOT."""
+        from dynamo import pictures
+        return pictures.to_dot(self.captures)
+
+    def render(self, path):
+        """Draws the captures to `path` (.svg, .png, .pdf, or .dot for the text)."""
+        from dynamo import pictures
+        return pictures.render(self.captures, path)
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
@@ -169,7 +181,7 @@ def _run_explain(fn, args, kwargs):
     name = getattr(target, "__qualname__", getattr(target, "__name__", "<fn>"))
     reasons = [BreakReason(b, name) for b in runtime.break_records]
     guards = [Guard(g) for c in runtime.captures_made for g in c.guards]
-    return ExplainOutput(graphs, reasons, guards, elapsed)
+    return ExplainOutput(graphs, reasons, guards, elapsed, runtime.captures_made)
 
 
 def explain(fn, *extra_args, **extra_kwargs):

@@ -734,6 +734,109 @@ def dump_dir_holds_each_capture():
             assert out.returncode == 0 and "CAPTURE _logged_break_and_recompile" in out.stdout, out
 
 
+# ----------------------------------------------------------------- pictures
+def _dot_structure(dot_text):
+    """(clusters, nodes per cluster, edges, graph-break notes) of a DOT picture."""
+    import re
+    clusters = re.findall(r"subgraph cluster_(\d+) \{(.*?)\n  \}", dot_text, re.S)
+    nodes = [len(re.findall(r'^    "g\d+_[^"]*" \[label=', body, re.M)) for _, body in clusters]
+    edges = len(re.findall(r'^    "g\d+_[^"]*" -> ', dot_text, re.M))
+    notes = len(re.findall(r'^  "break_\d+" \[label="graph break: ', dot_text, re.M))
+    return len(clusters), nodes, edges, notes
+
+
+def _uses(capture):
+    """Node-to-node uses of each graph of a capture: the edges it must draw."""
+    def reads(arg):
+        which = arg.WhichOneof("value")
+        if which == "node":
+            return 1
+        if which == "list":
+            return sum(reads(a) for a in arg.list.items)
+        if which == "dict":
+            return sum(reads(a) for a in arg.dict.values)
+        return 0
+    return sum(reads(a) for g in capture.graphs for n in g.nodes
+               for a in list(n.args) + [k.value for k in n.kwargs])
+
+
+@test
+def explain_output_draws_its_graphs_and_breaks():
+    """explain(...).to_dot()/render(): one cluster per captured graph (node
+    count and edges equal to the captures'), each break a note between them;
+    SVG through Graphviz with one cluster group per graph."""
+    import tempfile
+    import xml.etree.ElementTree as ET
+    x, y = args_of(S.T(5, 5), S.T(5, 5, seed=1))
+    out = dynamo.explain(S.seed_data_dependent)(x, y)
+    dot_text = out.to_dot()
+    clusters, nodes, edges, notes = _dot_structure(dot_text)
+    graphs = [g for c in out.captures for g in c.graphs]
+    assert clusters == out.graph_count == len(graphs) == 2, dot_text
+    assert nodes == [len(g.nodes) for g in graphs], (nodes, dot_text)
+    assert edges == sum(_uses(c) for c in out.captures), dot_text
+    assert notes == out.graph_break_count == 1 and "if x.sum() < 0:" in dot_text, dot_text
+    assert "seed_data_dependent (" in dot_text and "__resume_at_" in dot_text, dot_text
+    with tempfile.TemporaryDirectory() as d:
+        svg = out.render(os.path.join(d, "f.svg"))
+        root = ET.parse(svg).getroot()
+        groups = [g.get("class") for g in root.iter("{http://www.w3.org/2000/svg}g")]
+        assert groups.count("cluster") == 2 and groups.count("node") == sum(nodes) + notes, groups
+        assert open(out.render(os.path.join(d, "f.dot"))).read() == dot_text
+        assert open(out.render(os.path.join(d, "f.png")), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+        for bad, error in ((os.path.join(d, "f.txt"), ValueError), (os.path.join(d, "no", "f.svg"), OSError)):
+            try:
+                out.render(bad)
+            except error:
+                pass
+            else:
+                raise AssertionError(f"render({bad!r}) did not raise {error.__name__}")
+        assert sorted(os.listdir(d)) == ["f.dot", "f.png", "f.svg"], os.listdir(d)  # no temporary left
+
+
+@test
+def loaded_captures_draw_themselves():
+    """dynamo.to_dot / dynamo.render on a saved capture (a path or the proto)
+    give the picture dynamo-inspect --dot gives; resnet18's has one cluster
+    with every node; what is not a capture is one clear error."""
+    import subprocess
+    import tempfile
+    from dynamo import _C, dynamo_ir_pb2 as ir
+    from dynamo.loader import CaptureError, read_capture
+    model_script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "mlp.py")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "mlp.pb")
+        with open(path, "wb") as f:
+            f.write(_C.capture(model_script, "forward", ["x=f32[4,16]", "y=f32[4,16]"]))
+        capture = read_capture(path)
+        dot_text = dynamo.to_dot(path)
+        assert dot_text == dynamo.to_dot(capture)
+        clusters, nodes, edges, notes = _dot_structure(dot_text)
+        assert (clusters, nodes, edges, notes) == (1, [len(capture.graphs[0].nodes)], _uses(capture), 0)
+        inspect_tool = os.path.join(os.path.dirname(dynamo.__file__), "..", "..", "tools", "inspect",
+                                    "dynamo-inspect")
+        if os.path.exists(inspect_tool):
+            subprocess.run([inspect_tool, path, "--dot", os.path.join(d, "cli.dot")], check=True,
+                           capture_output=True, timeout=120)
+            assert open(os.path.join(d, "cli.dot")).read() == dot_text
+        not_capture = os.path.join(d, "junk.pb")
+        with open(not_capture, "wb") as f:
+            f.write(b"\xff\xff not a capture")
+        for bad, error in ((not_capture, CaptureError), (42, TypeError), ([], ValueError)):
+            try:
+                dynamo.to_dot(bad)
+            except error:
+                pass
+            else:
+                raise AssertionError(f"to_dot({bad!r}) did not raise {error.__name__}")
+        out = dynamo.explain(resnet18().eval())(torch.randn(1, 3, 32, 32))
+        svg = dynamo.render(out.captures, os.path.join(d, "resnet18.svg"))
+        clusters, nodes, edges, notes = _dot_structure(out.to_dot())
+        assert clusters == 1 and nodes == [len(out.captures[0].graphs[0].nodes)] and nodes[0] > 60, nodes
+        assert edges == _uses(out.captures[0]) and os.path.getsize(svg) > 10000
+        assert isinstance(out.captures[0], ir.Capture)
+
+
 # ----------------------------------------------------------------- main
 def main(selected):
     failures, known, fixed = [], [], []

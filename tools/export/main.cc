@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   app.add_flag("--traceback", traceback, "on a Python error, also print its traceback");
   std::string python;
   app.add_option("--python", python,
-                 "the Python interpreter to embed (default: $DYNAMO_PYTHON, the active venv, or the "
+                 "the Python interpreter to embed (default: $DYNAMO_PYTHON, the venv this program is installed in, the active venv, or the "
                  "one libdynamo was built for)");
   try {
     app.parse(argc, argv);
