@@ -503,6 +503,162 @@ class BreaksTest(unittest.TestCase):
             self.assertIn("normalizing (4, 8)", printed.getvalue())
 
 
+STEP = """
+    import torch
+
+    def step(x):
+        y = torch.sin(x)
+        return y + 1
+"""
+STEP_EXTRA_OP = STEP.replace("        return y + 1", "        y = torch.relu(y)\n        return y + 1")
+STEP_PRINTS = STEP.replace("        return y + 1", "        print('step')\n        return y + 1")
+RESNET = """
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+"""
+MLP = os.path.join(REPO, "examples", "mlp.py")
+
+
+class DiffTest(unittest.TestCase):
+    """dynamo-inspect --diff A.pb B.pb: what changed between two saved
+    captures, exit 0 when equal and 1 when not (a CI job watching a model's
+    graphs across commits)."""
+
+    tool = "dynamo-inspect"
+    assert_one_line_error = BadInput.assert_one_line_error
+
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = Scratch()
+        cls.pb = {}
+
+        def capture(name, script, *args):
+            out = os.path.join(cls.scratch.dir.name, f"{name}.pb")
+            result = export(script, *args, "-o", out)
+            assert result.returncode == 0, result.stderr
+            cls.pb[name] = out
+
+        # The same script in two directories: as two checkouts of a model.
+        for tag, text in [("one", STEP), ("two", STEP), ("op", STEP_EXTRA_OP), ("print", STEP_PRINTS)]:
+            os.makedirs(os.path.join(cls.scratch.dir.name, tag))
+            script = cls.scratch.write(os.path.join(tag, "model.py"), text)
+            capture(f"step_{tag}", script, "--fn", "step", "-i", "x=f32[4]", "--allow-breaks")
+        capture("mlp_1", MLP, "--fn", "model.forward", "-i", "x=f32[1,16]")
+        capture("mlp_1_again", MLP, "--fn", "model.forward", "-i", "x=f32[1,16]")
+        capture("mlp_2", MLP, "--fn", "model.forward", "-i", "x=f32[2,16]")
+        resnet = cls.scratch.write("resnet.py", RESNET)
+        for name, batch in [("resnet_1", 1), ("resnet_1_again", 1), ("resnet_2", 2)]:
+            capture(name, resnet, "--fn", "model.forward", "-i", f"x=f32[{batch},3,224,224]")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.dir.cleanup()
+
+    def diff(self, a, b, *args, differs=True):
+        result = run("--diff", self.pb[a], self.pb[b], *args)
+        self.assertEqual(result.returncode, 1 if differs else 0, result)
+        self.assertEqual(result.stderr, "")
+        return result.stdout
+
+    def test_same_capture_is_equal(self):
+        self.assertEqual(self.diff("mlp_1", "mlp_1_again", differs=False), "captures are equal\n")
+        # Exported from another directory: paths are compared relative to it.
+        self.assertEqual(self.diff("step_one", "step_two", differs=False), "captures are equal\n")
+
+    def test_input_shape_change(self):
+        out = self.diff("mlp_1", "mlp_2")
+        lines = out.splitlines()
+        self.assertEqual(lines[:2], [f"--- {self.pb['mlp_1']}", f"+++ {self.pb['mlp_2']}"])
+        self.assertIn("inputs\n  ~ L['x']: float32[1, 16] -> float32[2, 16]\n", out)
+        self.assertIn("  ~ placeholder x: float32[1, 16] -> float32[2, 16]", lines)
+        self.assertIn("  ~ outputs: float32[1, 16] grad -> float32[2, 16] grad", lines)
+        self.assertRegex(out, r"guards\n  ~ TENSOR_MATCH L\['x'\]: float32\[1, 16\] strides \[16, 1\] cpu -> "
+                              r"float32\[2, 16\] strides \[16, 1\] cpu\n")
+        # The same operations: only their shapes changed.
+        self.assertFalse([l for l in lines if l.startswith(("  + ", "  - "))], out)
+        self.assertRegex(lines[-1], r"^captures differ: \d+ changes \(inputs 1, graph_0 \d+, guards 1\)$")
+
+    def test_added_op(self):
+        out = self.diff("step_one", "step_op")
+        self.assertRegex(out, r"\n  ~ nodes: 4 -> 5\n")
+        # The relu is new, and the add reads it now: the add's old line is
+        # removed, then the two new lines are added, after the unchanged sin.
+        self.assertIn("\n    call_function sin = torch.sin(x): float32[4]\n"
+                      "  - call_function add = operator.add(sin, 1): float32[4]\n"
+                      "  + call_function relu = torch.relu(sin): float32[4]\n"
+                      "  + call_function add = operator.add(relu, 1): float32[4]\n"
+                      "    output add\n", out)
+        self.assertIn("\nguards\n  + ID_MATCH G['torch'].relu: ", out)
+        self.assertIn("original bytecode\n", out)
+        self.assertNotIn("source file", out)  # model.py in both, in other directories
+        self.assertNotIn("graph breaks", out)
+
+    def test_graph_break(self):
+        out = self.diff("step_one", "step_print")
+        self.assertIn("metadata\n  ~ graphs: 1 -> 2\n", out)
+        self.assertRegex(out, r"\ngraph breaks\n  \+ model\.py:6 UNSUPPORTED_CALL at CALL: print\(\) is not traced\n")
+        # A broken function's graphs are named after the globals that call them.
+        self.assertIn("\ngraph_0 -> __dynamo_graph_0\n  ~ name: graph_0 -> __dynamo_graph_0\n"
+                      "  ~ nodes: 4 -> 3\n  ~ outputs: float32[4] -> (float32[4],)\n", out)
+        self.assertIn("\n__dynamo_graph_1\n  + graph __dynamo_graph_1 (3 nodes)\n  + placeholder y: float32[4]\n"
+                      "  + call_function add = operator.add(y, 1): float32[4]\n", out)
+        self.assertRegex(out, r"\nresume functions\n  \+ __dynamo_resume_\w+: continues at offset \d+")
+        back = self.diff("step_print", "step_one")
+        self.assertRegex(back, r"\ngraph breaks\n  - model\.py:6 UNSUPPORTED_CALL at CALL: print\(\) is not traced\n")
+        self.assertIn("metadata\n  ~ graphs: 2 -> 1\n", back)
+
+    def test_resnet18(self):
+        self.assertEqual(self.diff("resnet_1", "resnet_1_again", differs=False), "captures are equal\n")
+        out = self.diff("resnet_1", "resnet_2")
+        lines = out.splitlines()
+        self.assertIn("inputs\n  ~ L['x']: float32[1, 3, 224, 224] -> float32[2, 3, 224, 224]\n", out)
+        self.assertIn("  ~ outputs: float32[1, 1000] grad -> float32[2, 1000] grad", lines)
+        self.assertIn("  ~ call_function conv2d = torch.nn.functional.conv2d(x, conv1_weight, None, (2, 2), (3, 3), "
+                      "(1, 1), 1): float32[1, 64, 112, 112] grad -> float32[2, 64, 112, 112] grad", lines)
+        self.assertIn("  ~ call_function linear = torch.nn.functional.linear(flatten, fc_weight, fc_bias): "
+                      "float32[1, 1000] grad -> float32[2, 1000] grad", lines)
+        # Parameters do not depend on the batch: their lines are context.
+        self.assertIn("    get_attr fc_weight = fc.weight: float32[1000, 512] grad", lines)
+        self.assertFalse([l for l in lines if l.startswith(("  + ", "  - "))], "no op added or removed")
+        self.assertFalse([l for l in lines if "get_attr" in l and l.startswith("  ~ ")], "parameters unchanged")
+        self.assertNotIn("parameters\n", out)
+        self.assertRegex(out, r"guards\n  ~ TENSOR_MATCH L\['x'\]: float32\[1, 3, 224, 224\]")
+        import json
+        doc = json.loads(run("--diff", self.pb["resnet_1"], self.pb["resnet_2"], "--json").stdout)
+        self.assertFalse(doc["equal"])
+        self.assertEqual([s["title"] for s in doc["sections"]], ["inputs", "graph_0", "guards"])
+        self.assertEqual(doc["sections"][0]["changes"],
+                         [{"kind": "changed", "text": "L['x']", "before": "float32[1, 3, 224, 224]",
+                           "after": "float32[2, 3, 224, 224]"}])
+        same = run("--diff", self.pb["resnet_1"], self.pb["resnet_1_again"], "--json")
+        self.assertEqual(same.returncode, 0, same.stderr)
+        self.assertEqual(json.loads(same.stdout), {"a": self.pb["resnet_1"], "b": self.pb["resnet_1_again"],
+                                                   "equal": True, "sections": []})
+
+    def test_bad_arguments(self):
+        a = self.pb["step_one"]
+        garbage = self.scratch.write("garbage.pb", "not a capture")
+        empty = self.scratch.write("empty.pb", "")
+        script = os.path.join(self.scratch.dir.name, "one", "model.py")
+        for args, code, fragment in [
+                (["--diff", a], 2, "--diff"),
+                (["--diff", a, a, "--fn", "step"], 2, "--fn excludes --diff"),
+                (["--diff", a, a, "-i", "f32[3]"], 2, "--input excludes --diff"),
+                ([a, "--diff", a, a], 2, "script excludes --diff"),
+                ([], 2, "give a script or a saved capture, or --diff A.pb B.pb"),
+                (["--diff", a, "/nonexistent/x.pb"], 2, "cannot read '/nonexistent/x.pb'"),
+                (["--diff", garbage, a], 2, f"'{garbage}' is not a libdynamo capture"),
+                (["--diff", a, empty], 2, f"'{empty}' is not a libdynamo capture (no IR version)"),
+                (["--diff", a, script], 2, f"--diff compares saved captures (.pb, .pbtxt or .json), not '{script}'")]:
+            with self.subTest(args=args):
+                result = run(*args)
+                self.assert_one_line_error(result, fragment)
+                self.assertEqual(result.returncode, code, result)
+
+
 if __name__ == "__main__":
     INSPECT = os.path.abspath(sys.argv.pop(1))
     EXPORT = os.path.abspath(sys.argv.pop(1))

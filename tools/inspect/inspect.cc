@@ -16,6 +16,7 @@
 #include "lib/bytecode/decoder.h"
 #include "lib/bytecode/disassemble.h"
 #include "lib/capture/capture.h"
+#include "lib/capture/diff.h"
 #include "lib/capture/report.h"
 #include "lib/python/interpreter.h"
 #include "lib/python/script.h"
@@ -163,6 +164,27 @@ absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options) {
   }
   if (!report.ok()) return report.status();
   report->text = Printable(report->text);
+  return report;
+}
+
+absl::StatusOr<DiffReport> RunDiff(const DiffOptions& options) {
+  std::vector<ir::Capture> captures;
+  for (const std::string& path : {options.a, options.b}) {
+    // A script would otherwise be parsed as a binary capture and refused for
+    // a reason that does not help; say what --diff takes instead.
+    if (!IsCaptureFile(path)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--diff compares saved captures (.pb, .pbtxt or .json), not '", path,
+                       "': save one with dynamo-export first"));
+    }
+    absl::StatusOr<ir::Capture> c = capture::ReadCapture(path);
+    if (!c.ok()) return c.status();
+    captures.push_back(*std::move(c));
+  }
+  const capture::CaptureDiff diff = capture::DiffCaptures(captures[0], captures[1]);
+  DiffReport report{.text = "", .equal = diff.equal()};
+  report.text = Printable(options.json ? capture::FormatDiffJson(diff, options.a, options.b)
+                                       : capture::FormatDiff(diff, options.a, options.b));
   return report;
 }
 

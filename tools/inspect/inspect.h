@@ -8,6 +8,8 @@
 // Without inputs it lists the bytecode only (tracing needs input metadata);
 // with them it captures and reports the graph, the guards and any break; a
 // saved capture (.pb, .pbtxt, .json) is reported as it was written.
+//
+//   absl::StatusOr<DiffReport> d = RunDiff({.a = "old.pb", .b = "new.pb"});  // d->text, d->equal
 #pragma once
 
 #include <string>
@@ -40,6 +42,21 @@ struct InspectReport {
 // (tools/common/supervise.h): one that ends the process or outlives the
 // timeout is an error. Control characters in the report are escaped.
 [[nodiscard]] absl::StatusOr<InspectReport> RunInspect(const InspectOptions& options);
+
+struct DiffOptions {
+  std::string a, b;   // two saved captures (.pb, .pbtxt, .json)
+  bool json = false;  // the diff as JSON instead of text
+};
+
+struct DiffReport {
+  std::string text;   // capture::FormatDiff's (or FormatDiffJson's) text
+  bool equal = true;  // nothing that the diff compares differs
+};
+
+// What changed from capture `a` to capture `b` (lib/capture/diff.h). Both are
+// read as saved captures are for a report; a path that is not one, or does
+// not parse, is an error that names it. Control characters are escaped.
+[[nodiscard]] absl::StatusOr<DiffReport> RunDiff(const DiffOptions& options);
 
 // DOT text drawn as SVG by Graphviz's `dot` (found on PATH); an error that
 // says how to get it when it is missing.
