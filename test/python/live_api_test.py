@@ -734,6 +734,56 @@ def dump_dir_holds_each_capture():
             assert out.returncode == 0 and "CAPTURE _logged_break_and_recompile" in out.stdout, out
 
 
+@test
+def logs_and_dump_on_a_seed_example_and_resnet18():
+    """The logs and the dump folder on real programs: the seed example with a
+    data-dependent break (both graphs, the break with its line) and
+    torchvision's resnet18 (its conv2d graph, its parameter guards), each
+    dumped .pb readable as the capture that ran."""
+    import logging
+    import tempfile
+    from dynamo.loader import read_capture
+
+    class Records(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append((record.name, record.getMessage()))
+
+    x, y = args_of(S.T(5, 5), S.T(5, 5, seed=1))
+    model = resnet18().eval()
+    image = torch.randn(1, 3, 32, 32)
+    records = Records()
+    root = logging.getLogger("dynamo")
+    root.addHandler(records)
+    with tempfile.TemporaryDirectory() as d:
+        dynamo.reset()
+        dynamo.set_logs("graph_code", "graph_breaks", "guards")
+        dynamo.set_dump_dir(d)
+        try:
+            assert same(dynamo.optimize("eager")(S.seed_data_dependent)(x, y), S.seed_data_dependent(x, y))
+            assert same(dynamo.optimize("eager")(model)(image), model(image))
+        finally:
+            dynamo.set_logs()
+            dynamo.set_dump_dir(None)
+            root.removeHandler(records)
+        text = lambda name: "\n".join(m for n, m in records.messages if n == name)  # noqa: E731
+        line = line_of(S.seed_data_dependent, "if x.sum() < 0:")
+        assert f"{S.__file__}:{line}" in text("dynamo.graph_breaks"), text("dynamo.graph_breaks")
+        graphs = text("dynamo.graph_code")
+        assert graphs.count("TRACED GRAPH") == 3 and "conv2d" in graphs, graphs[:2000]
+        assert "TENSOR_MATCH float32[1, 3, 32, 32]" in text("dynamo.guards"), text("dynamo.guards")[:2000]
+        names = sorted(os.listdir(d))
+        pbs = [n for n in names if n.endswith(".pb")]
+        assert len(pbs) == 3 and len(names) == 12, names
+        resnet = [read_capture(os.path.join(d, n)) for n in pbs if "forward" in n]
+        assert len(resnet) == 1 and resnet[0].function_name == "ResNet.forward", pbs
+        ops = [n.target for n in resnet[0].graphs[0].nodes]
+        assert ops.count("torch.nn.functional.conv2d") == 20, ops
+
+
 # ----------------------------------------------------------------- pictures
 def _dot_structure(dot_text):
     """(clusters, nodes per cluster, edges, graph-break notes) of a DOT picture."""
