@@ -624,6 +624,21 @@ bool DataDependent(const ops::Value& v) {
   }
   return false;
 }
+// torch.manual_seed, torch.seed, torch.get_rng_state/set_rng_state,
+// torch.random.fork_rng and their torch.cuda twins are functions of a
+// torch.random module that read or replace a global generator's state.
+// Inlined, the trace would hold half of one (the state itself moves
+// through torch.Generator methods), so each is a graph break at the user's
+// call, where torch._dynamo breaks too. "torch.random.manual_seed" for the
+// message, or nullopt for any other function.
+std::optional<std::string> GlobalRngStateFunction(PyObject* fn) {
+  Object module = python::Attr(fn, "__module__");
+  if (!module || !PyUnicode_Check(module.get())) return std::nullopt;
+  const std::string m = *python::AsString(module);
+  if (m != "torch.random" && !(absl::StartsWith(m, "torch.") && absl::EndsWith(m, ".random"))) return std::nullopt;
+  Object name = python::Attr(fn, "__qualname__");
+  return absl::StrCat(m, ".", name && PyUnicode_Check(name.get()) ? *python::AsString(name) : "?");
+}
 // torch.return_types: the field names of ops that return named tuples.
 std::vector<std::string> ReturnFields(const std::string& target, size_t arity) {
   if (arity != 2) return {};
@@ -885,6 +900,12 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       return CallBuiltin(fn, std::move(args), std::move(kwargs));
     case VarKind::kFunction:
       if (fn->object && PyFunction_Check(fn->object.get())) {
+        if (std::optional<std::string> rng = GlobalRngStateFunction(fn->object.get())) {
+          return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                       absl::StrCat(*rng, "() reads or sets the global random generator's state"),
+                       "it runs in Python between two graphs, as under torch.compile; the random ops on "
+                       "either side draw from the same stream as eager");
+        }
         // dynamo.disable(f) asks for f to run in Python; an optimized
         // function called from traced code is traced as its original.
         Object disabled = Attr(fn->object.get(), "_dynamo_disable");

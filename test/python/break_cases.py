@@ -1792,3 +1792,20 @@ case("set_grad_enabled_block_print", set_grad_enabled_block_print,
      why="`with torch.set_grad_enabled(train)` (the mode set when it is made, restored at the exit): "
          "a print inside resumes inside the block, per value of train | [set_grad_enabled, mul] | print | "
          "[add, exit]")
+
+
+# ---------------------------------------------------------------- the global random generator
+def rng_state_between(x):
+    y = torch.relu(x) + torch.rand(3)
+    state = torch.get_rng_state()
+    a = y * torch.rand(3)
+    torch.set_rng_state(state)
+    torch.manual_seed(7)
+    return a + torch.rand(3)
+
+
+case("rng_state_between", rng_state_between, [lambda: A(T(3, seed=183)), lambda: A(T(3, seed=184))],
+     graphs=3, breaks=3, tags=("random",), reset=lambda: torch.manual_seed(0), state=lambda: torch.rand(2),
+     why="torch.get_rng_state/set_rng_state/manual_seed each break at the user's call (their state moves "
+         "through torch.Generator methods): random ops on either side draw eager's stream | "
+         "[relu, rand, add] | get_rng_state | [rand, mul] | set_rng_state | (nothing) | manual_seed | [rand, add]")
