@@ -110,19 +110,19 @@ class NumpyCall:
         return f"<numpy call {self.target}>"
 
     def __call__(self, *args, **kwargs):
-        # NumPy's default float is float64: torch operations torch._numpy
-        # leaves to torch's default (an int array's true division) follow it.
+        # NumPy's default float is float64, and torch._numpy leaves a few
+        # results to torch's default float (an int array's true division
+        # gives float32). Switching torch's default for the call is no cure:
+        # it is process-wide and torch releases the GIL in its kernels, so
+        # other threads made float64 tensors meanwhile (concurrency_test).
+        # Such an op is caught instead by the metadata run's comparison with
+        # NumPy (_check) and becomes a graph break: eager NumPy runs it.
         # NumPy's arrays live on the CPU: under torch.set_default_device the
-        # tensors torch._numpy makes (scalars, aranges) are made there too.
-        default = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64)
-        try:
-            # The same when the trace infers metadata on meta tensors: a CPU
-            # scalar joins them as it joins the real run's CPU tensors.
-            with torch.device("cpu") if torch._C._len_torch_function_stack() else contextlib.nullcontext():
-                out = _tensors(self.fn(*_arrays(args), **{k: _arrays(v) for k, v in kwargs.items()}))
-        finally:
-            torch.set_default_dtype(default)
+        # tensors torch._numpy makes (scalars, aranges) are made there too,
+        # so on meta tensors a CPU scalar joins them as it joins the real
+        # run's CPU tensors.
+        with torch.device("cpu") if torch._C._len_torch_function_stack() else contextlib.nullcontext():
+            out = _tensors(self.fn(*_arrays(args), **{k: _arrays(v) for k, v in kwargs.items()}))
         if self.container is not None and isinstance(out, (tuple, list)):
             out = self.container(out)
         if _on_meta(out) or _on_meta(args) or _on_meta(kwargs):
