@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/python/error.h"
+#include "lib/python/lazy.h"
 #include "lib/trace/meta_fallback.h"
 #include "lib/trace/translator_internal.h"
 
@@ -232,14 +233,15 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallAutogradFunction(const Var
   // classmethod (torch 2.x), or a Python one (read as its function with the
   // class tracker as self).
   if (!fn->object) return std::nullopt;
-  static PyObject* const function_class = StdlibObject("torch.autograd.function", "Function");
-  static PyObject* const apply = [] {  // leaked: lives as long as torch
+  PyObject* function_class = StdlibObject("torch.autograd.function", "Function");
+  static PyObject* apply_slot = nullptr;  // leaked: lives as long as torch
+  PyObject* apply = python::LazyObject(apply_slot, [function_class]() -> PyObject* {
     Object bound = function_class ? Object::Steal(PyObject_GetAttrString(function_class, "apply")) : Object();
     PyErr_Clear();
     PyObject* f = !bound ? nullptr : PyMethod_Check(bound.get()) ? PyMethod_Function(bound.get()) : bound.get();
     Py_XINCREF(f);
     return f;
-  }();
+  });
   if (apply == nullptr) return std::nullopt;
   PyObject* cls = nullptr;
   PyObject* o = fn->object.get();

@@ -54,12 +54,7 @@ bool IsInstanceOf(PyObject* obj, const char* torch_class) {
 }
 
 bool IsParameter(PyObject* obj) {
-  static PyObject* const parameter = [] {  // leaked: lives as long as torch
-    absl::StatusOr<Object> nn = python::Import("torch.nn");
-    absl::StatusOr<Object> p = nn.ok() ? python::GetAttr(*nn, "Parameter") : nn.status();
-    if (!p.ok()) PyErr_Clear();
-    return p.ok() ? p->release() : nullptr;
-  }();
+  PyObject* parameter = StdlibObject("torch.nn", "Parameter");
   if (parameter == nullptr) return false;
   int r = PyObject_IsInstance(obj, parameter);
   if (r < 0) PyErr_Clear();

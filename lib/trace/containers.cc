@@ -117,12 +117,7 @@ absl::Status Translator::UpdateDict(const VarPtr& d, const std::vector<VarPtr>& 
 std::optional<absl::StatusOr<VarPtr>> Translator::ConstructContainer(const VarPtr& cls,
                                                                      const std::vector<VarPtr>& args,
                                                                      const Kwargs& kwargs) {
-  static PyObject* const ordered_dict = [] {  // leaked: lives as long as collections
-    absl::StatusOr<python::Object> m = python::Import("collections");
-    absl::StatusOr<python::Object> c = m.ok() ? python::GetAttr(*m, "OrderedDict") : m.status();
-    if (!c.ok()) PyErr_Clear();
-    return c.ok() ? c->release() : nullptr;
-  }();
+  PyObject* ordered_dict = StdlibObject("collections", "OrderedDict");
   if (std::optional<absl::StatusOr<VarPtr>> r = ConstructCollection(cls, args, kwargs)) return r;
   if (!cls->object || cls->object.get() != ordered_dict) return std::nullopt;
   // OrderedDict.__init__ updates from a mapping's keys or from pairs, then
@@ -243,12 +238,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn,
       absl::string_view(reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name) != "fromkeys") {
     return std::nullopt;
   }
-  static PyObject* const ordered_dict = [] {  // leaked: lives as long as collections
-    absl::StatusOr<python::Object> m = python::Import("collections");
-    absl::StatusOr<python::Object> c = m.ok() ? python::GetAttr(*m, "OrderedDict") : m.status();
-    if (!c.ok()) PyErr_Clear();
-    return c.ok() ? c->release() : nullptr;
-  }();
+  PyObject* ordered_dict = StdlibObject("collections", "OrderedDict");
   if (owner != reinterpret_cast<PyObject*>(&PyDict_Type) && owner != ordered_dict) return std::nullopt;
   VarPtr value = args.size() == 2 ? args[1] : Var::Constant(python::None());
   for (const auto& [k, v] : kwargs) {

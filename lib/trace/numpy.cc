@@ -19,6 +19,7 @@
 // and mixing a torch.Tensor with an array in an operator.
 #include <Python.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/ops/infer_helpers.h"
 #include "lib/python/error.h"
+#include "lib/python/lazy.h"
 #include "lib/trace/meta_fallback.h"
 #include "lib/trace/translator_internal.h"
 
@@ -52,9 +54,12 @@ struct NumpyTarget {
 };
 
 const absl::flat_hash_map<PyObject*, NumpyTarget>& NumpyTargets() {
-  // Leaked on purpose: its keys are numpy's own callables, alive while numpy is.
-  static auto* table = [] {
-    auto* t = new absl::flat_hash_map<PyObject*, NumpyTarget>();
+  // Leaked on purpose: its keys are numpy's own callables, alive while numpy
+  // is. Made by imports, so lazily under the GIL (lib/python/lazy.h).
+  using Table = absl::flat_hash_map<PyObject*, NumpyTarget>;
+  static Table* table = nullptr;
+  return python::LazyValue(table, [] {
+    auto t = std::make_unique<Table>();
     struct Module {
       const char* numpy;
       const char* torch_numpy;
@@ -91,8 +96,7 @@ const absl::flat_hash_map<PyObject*, NumpyTarget>& NumpyTargets() {
       }
     }
     return t;
-  }();
-  return *table;
+  });
 }
 
 bool IsExactNdarray(PyObject* o) {
@@ -447,14 +451,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallNumpy(const VarPtr& fn, co
   PyObject* f = fn->object.get();
   // torch.from_numpy(a) / torch.as_tensor(a) of an array the trace holds:
   // the tensor it views.
-  static PyObject* const from_numpy = [] {
-    Object torch = Object::Steal(PyImport_ImportModule("torch"));
-    return torch ? Attr(torch.get(), "from_numpy").release() : nullptr;
-  }();
-  static PyObject* const as_tensor = [] {
-    Object torch = Object::Steal(PyImport_ImportModule("torch"));
-    return torch ? Attr(torch.get(), "as_tensor").release() : nullptr;
-  }();
+  PyObject* from_numpy = StdlibObject("torch", "from_numpy");
+  PyObject* as_tensor = StdlibObject("torch", "as_tensor");
   // Under torch.set_default_device, as_tensor is a constructor that copies
   // to that device: not the view.
   if ((f == from_numpy || (f == as_tensor && !ops::HasDefaultDevice())) && args.size() == 1 && kwargs.empty() &&
