@@ -16,6 +16,10 @@ if [ ! -x "$shared/peer-tests/run.sh" ]; then
 fi
 venv=${DYNAMO_VENV:-$HOME/.cache/libdynamo/venv-3.11}
 export PEER_WORK=${PEER_WORK:-$PWD/build/peer-tests}
+# pytest takes the checkout's pyproject.toml (pip install .) for its config
+# file and the checkout for its rootdir, which would make the harness's test
+# ids relative to the checkout rather than to the tests' folder.
+export PYTEST_ADDOPTS="--rootdir=$PEER_WORK/tests ${PYTEST_ADDOPTS:-}"
 mode=${1:-both}
 if [ "$mode" = project ] && [ ! -d "$PEER_WORK/reference" ]; then mode=both; fi
 "$shared/peer-tests/run.sh" "$venv/bin/python" build/python "$mode"
@@ -32,5 +36,14 @@ for t in bad:
 if fixed:
     print("fixed, remove from test/peer/known_failures.txt:", *fixed, sep="\n  ")
 print(f"peer gate: {len(new)} new crash or wrong result, {len(bad) - len(new)} known")
+# A run in which the tests did not run at all (pytest refusing its
+# arguments, a harness failure) has no crash and no wrong result either:
+# it must not pass the gate.
+tests = json.load(open(results))["tests"]
+for mode in ("reference", "project"):
+    ran = [t for t in tests if t[mode] in ("pass", "fail", "pass-fallback", "crash")]
+    if len(ran) < len(tests) // 2:
+        print(f"peer gate: only {len(ran)} of {len(tests)} tests ran in {mode} mode: the run itself failed")
+        sys.exit(1)
 sys.exit(1 if new else 0)
 PY
