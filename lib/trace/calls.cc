@@ -629,10 +629,10 @@ bool DataDependent(const ops::Value& v) {
 std::optional<std::string> GlobalRngStateFunction(PyObject* fn) {
   Object module = python::Attr(fn, "__module__");
   if (!module || !PyUnicode_Check(module.get())) return std::nullopt;
-  const std::string m = *python::AsString(module);
+  const std::string m = python::AsString(module).value_or("");
   if (m != "torch.random" && !(absl::StartsWith(m, "torch.") && absl::EndsWith(m, ".random"))) return std::nullopt;
   Object name = python::Attr(fn, "__qualname__");
-  return absl::StrCat(m, ".", name && PyUnicode_Check(name.get()) ? *python::AsString(name) : "?");
+  return absl::StrCat(m, ".", name && PyUnicode_Check(name.get()) ? python::AsString(name).value_or("?") : "?");
 }
 // torch.return_types: the field names of ops that return named tuples.
 std::vector<std::string> ReturnFields(const std::string& target, size_t arity) {
