@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -239,6 +240,18 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     guards_.TypeMatch(source, obj);
     return Var::OfKind(VarKind::kOpaque, obj, source);
   }
+  const bool container = PyTuple_Check(o) || PyList_Check(o) || PyDict_Check(o);
+  if (container && (wrapping_.size() >= kMaxWrapDepth ||
+                    std::find(wrapping_.begin(), wrapping_.end(), o) != wrapping_.end())) {
+    // A container inside itself, or nested past the bound: read as an object
+    // whose items the trace does not know (reading one is a graph break).
+    guards_.TypeMatch(source, obj);
+    return Var::OfKind(VarKind::kOpaque, obj, source);
+  }
+  if (container) wrapping_.push_back(o);
+  absl::Cleanup unwrap = [this, container] {
+    if (container) wrapping_.pop_back();
+  };
   if (PyTuple_Check(o) || PyList_Check(o)) {
     bool is_size = IsInstanceOf(o, "Size");
     std::vector<VarPtr> items;
@@ -1994,6 +2007,31 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
           return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                        absl::StrCat("reading .", name, " of ", Describe(*obj), " runs its class's Python __getattribute__"),
                        "read the attribute outside the compiled function, or drop the __getattribute__ override");
+        }
+      }
+      if (!PyType_Check(obj->object.get()) && !obj->self) {
+        // A property or another descriptor written in Python runs user code
+        // on every read (it may count calls, build a tensor): read for real
+        // here, the trace would keep one call's answer and the guards would
+        // run the code again on every check. A property's getter is inlined
+        // as the read; any other Python __get__ is a graph break.
+        Object key = python::FromString(name);
+        PyObject* d = _PyType_Lookup(Py_TYPE(obj->object.get()), key.get());  // borrowed
+        if (d != nullptr && Py_TYPE(d) == &PyProperty_Type) {
+          Object fget = Attr(d, "fget");
+          if (fget && PyFunction_Check(fget.get())) {
+            SourcePtr property_source =
+                obj->source ? Source::Attr(Source::Attr(obj->source, "__class__"), name) : nullptr;
+            guards_.IdMatch(property_source, Object::Borrow(d));
+            VarPtr fn = Var::OfKind(VarKind::kFunction, fget,
+                                    property_source ? Source::Attr(property_source, "fget") : nullptr);
+            return Inline(fn, {obj}, {});
+          }
+        } else if (d != nullptr && (Py_TYPE(d)->tp_flags & Py_TPFLAGS_HEAPTYPE) && Py_TYPE(d)->tp_descr_get != nullptr) {
+          return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                       absl::StrCat("reading .", name, " of ", Describe(*obj), " runs the Python descriptor ",
+                                    python::TypeName(Object::Borrow(d)), ".__get__"),
+                       "its answer is only known by running it");
         }
       }
       Object value = Object::Steal(PyObject_GetAttrString(obj->object.get(), name.c_str()));

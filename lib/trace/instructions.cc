@@ -714,6 +714,7 @@ absl::Status Translator::OpBuildMap(Frame& f, const Instruction& in, std::option
   ASSIGN_OR_RETURN(kv, PopN(f, static_cast<size_t>(in.arg) * 2));
   std::vector<VarPtr> keys, values;
   for (size_t i = 0; i < kv.size(); i += 2) {
+    if (absl::Status hashable = CheckHashable(kv[i]); !hashable.ok()) return hashable;
     keys.push_back(kv[i]);
     values.push_back(kv[i + 1]);
   }

@@ -585,6 +585,36 @@ absl::Status Translator::SetFunctionAttribute(const VarPtr& fn, int flag, const 
   }
 }
 
+absl::Status Translator::CheckHashable(const VarPtr& key) {
+  const bool mutable_set = key->kind == VarKind::kSet && key->name == "set";
+  if (key->kind == VarKind::kList || key->kind == VarKind::kDict || key->kind == VarKind::kDictView || mutable_set) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat(Describe(*key), " as a dict key"),
+                 "the key is unhashable: the function would raise TypeError");
+  }
+  PyObject* o = key->object.get();
+  if (o == nullptr || key->is_tensor() || key->kind == VarKind::kSet) return absl::OkStatus();
+  PyObject* type = key->kind == VarKind::kUserObject && key->user_class
+                       ? key->user_class->object.get()
+                       : reinterpret_cast<PyObject*>(Py_TYPE(o));
+  PyObject* hash = PyType_Check(type) ? _PyType_Lookup(reinterpret_cast<PyTypeObject*>(type),
+                                                       python::FromString("__hash__").get())
+                                      : nullptr;  // borrowed
+  if (hash == Py_None) {
+    return Break(ir::GraphBreak::OTHER, absl::StrCat(Describe(*key), " as a dict key"),
+                 "its class is unhashable: the function would raise TypeError");
+  }
+  if (hash != nullptr && PyFunction_Check(hash)) {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("hashing ", Describe(*key), " runs its Python __hash__"),
+                 "use keys of builtin types (str, int, tuples of them) or objects hashed by identity");
+  }
+  if (key->kind != VarKind::kUserObject && PyObject_Hash(o) == -1) {
+    absl::Status error = python::FetchError("");
+    return Break(ir::GraphBreak::OTHER, absl::StrCat("hashing ", Describe(*key), " raises ", error.message()),
+                 "the function would raise here");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value) {
   if (IsDeque(obj) && index->kind == VarKind::kSlice) {
     return RaiseNew(PyExc_TypeError, "sequence index must be integer, not 'slice'");
@@ -614,6 +644,7 @@ absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const
       }
       obj->items[static_cast<size_t>(i)] = value;
     } else {
+      if (absl::Status hashable = CheckHashable(index); !hashable.ok()) return hashable;
       bool replaced = false;
       for (size_t k = 0; k < obj->keys.size(); ++k) {
         absl::StatusOr<VarPtr> eq = Compare("==", obj->keys[k], index);
@@ -768,7 +799,14 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
   absl::StatusOr<python::Object> lhs = ToPython(a);
   absl::StatusOr<python::Object> rhs = lhs.ok() ? ToPython(b) : lhs.status();
   if (!rhs.ok()) {
-    if (equality && a->object && b->object) {
+    // Objects the trace cannot turn into Python values compare by identity
+    // only when their class keeps object's == (a TupleEq whose __eq__ says
+    // True to everything must not be answered False); Python values on the
+    // other side answer NotImplemented to a foreign type, so identity it is.
+    auto identity_equality = [](const VarPtr& v, const absl::StatusOr<python::Object>& as_value) {
+      return as_value.ok() || Py_TYPE(v->object.get())->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+    };
+    if (equality && a->object && b->object && identity_equality(a, lhs) && identity_equality(b, ToPython(b))) {
       return Var::Constant(python::FromBool((a->object.get() == b->object.get()) == (op == "==")));
     }
     return Break(ir::GraphBreak::OTHER,

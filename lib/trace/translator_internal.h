@@ -176,6 +176,9 @@ class Translator {
   // FOR_ITER at its end: the iterator is dropped and execution continues
   // after the loop's END_FOR (3.12+; the jump target itself before).
   absl::Status EndLoop(Frame& f, const bytecode::Instruction& in);
+  // OK for a value a dict may take as a key; a break (Python would raise
+  // TypeError, or a Python __hash__ would run) otherwise.
+  absl::Status CheckHashable(const VarPtr& key);
   absl::Status StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value);
   // -x, +x, ~x by the operator module's name ("neg", "pos", "invert").
   absl::StatusOr<VarPtr> UnaryOperator(const char* name, const VarPtr& v);
@@ -628,6 +631,12 @@ class Translator {
   // Lists and dicts read from a source are one tracker per real object, so a
   // mutation is seen through every path that reaches it.
   absl::flat_hash_map<PyObject*, VarPtr> containers_;
+  // The lists, tuples and dicts Wrap is reading the items of, outermost
+  // first: one met again is a cycle (a list holding itself), and past
+  // kMaxWrapDepth nesting the rest stays opaque; either way Wrap's recursion
+  // ends (it once overflowed the C++ stack on a recursive list).
+  std::vector<PyObject*> wrapping_;
+  static constexpr size_t kMaxWrapDepth = 256;
   absl::flat_hash_set<const Var*> mutated_;
   // Attributes and globals assigned during the trace, read back from here.
   absl::flat_hash_map<std::pair<PyObject*, std::string>, VarPtr> attr_overlay_;
