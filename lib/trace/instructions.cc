@@ -714,21 +714,36 @@ absl::Status Translator::OpBuildMap(Frame& f, const Instruction& in, std::option
   ASSIGN_OR_RETURN(kv, PopN(f, static_cast<size_t>(in.arg) * 2));
   std::vector<VarPtr> keys, values;
   for (size_t i = 0; i < kv.size(); i += 2) {
-    if (absl::Status hashable = CheckHashable(kv[i]); !hashable.ok()) return hashable;
-    keys.push_back(kv[i]);
-    values.push_back(kv[i + 1]);
+    if (absl::Status s = AddDictEntry(keys, values, kv[i], kv[i + 1]); !s.ok()) return s;
   }
   f.stack.push_back(Var::Dict(std::move(keys), std::move(values)));
+  return absl::OkStatus();
+}
+// {1: a, True: b} is {1: b}: a key equal to an earlier one keeps that one's
+// place and spelling and takes the later value, as dict does.
+absl::Status Translator::AddDictEntry(std::vector<VarPtr>& keys, std::vector<VarPtr>& values, const VarPtr& key,
+                                      const VarPtr& value) {
+  if (absl::Status hashable = CheckHashable(key); !hashable.ok()) return hashable;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    ASSIGN_OR_RETURN(same, SameDictKey(keys[k], key));
+    if (same) {
+      values[k] = value;
+      return absl::OkStatus();
+    }
+  }
+  keys.push_back(key);
+  values.push_back(value);
   return absl::OkStatus();
 }
 absl::Status Translator::OpBuildConstKeyMap(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(keys_var);
   ASSIGN_OR_RETURN(values, PopN(f, static_cast<size_t>(in.arg)));
-  std::vector<VarPtr> keys;
+  std::vector<VarPtr> keys, merged;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys_var->object.get()); ++i) {
-    keys.push_back(Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(keys_var->object.get(), i))));
+    VarPtr key = Var::Constant(python::Object::Borrow(PyTuple_GET_ITEM(keys_var->object.get(), i)));
+    if (absl::Status s = AddDictEntry(keys, merged, key, values[static_cast<size_t>(i)]); !s.ok()) return s;
   }
-  f.stack.push_back(Var::Dict(std::move(keys), std::move(values)));
+  f.stack.push_back(Var::Dict(std::move(keys), std::move(merged)));
   return absl::OkStatus();
 }
 absl::Status Translator::OpBuildSet(Frame& f, const Instruction& in, std::optional<VarPtr>&) {

@@ -615,6 +615,21 @@ absl::Status Translator::CheckHashable(const VarPtr& key) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<bool> Translator::SameDictKey(const VarPtr& a, const VarPtr& b) {
+  if (a == b) return true;
+  if (a->is_tensor() || b->is_tensor()) {
+    return a->is_tensor() && b->is_tensor() && a->tensor_identity() == b->tensor_identity();
+  }
+  if (a->is_constant() && b->is_constant()) {
+    int equal = PyObject_RichCompareBool(a->object.get(), b->object.get(), Py_EQ);
+    if (equal < 0) PyErr_Clear();
+    return equal == 1;
+  }
+  absl::StatusOr<VarPtr> eq = Compare("==", a, b);
+  if (!eq.ok()) return eq.status();
+  return (*eq)->object.get() == Py_True;
+}
+
 absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value) {
   if (IsDeque(obj) && index->kind == VarKind::kSlice) {
     return RaiseNew(PyExc_TypeError, "sequence index must be integer, not 'slice'");
@@ -647,9 +662,9 @@ absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const
       if (absl::Status hashable = CheckHashable(index); !hashable.ok()) return hashable;
       bool replaced = false;
       for (size_t k = 0; k < obj->keys.size(); ++k) {
-        absl::StatusOr<VarPtr> eq = Compare("==", obj->keys[k], index);
-        if (!eq.ok()) return eq.status();
-        if ((*eq)->object.get() == Py_True) {
+        absl::StatusOr<bool> same = SameDictKey(obj->keys[k], index);
+        if (!same.ok()) return same.status();
+        if (*same) {
           obj->items[k] = value;
           replaced = true;
           break;

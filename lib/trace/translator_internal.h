@@ -179,6 +179,12 @@ class Translator {
   // OK for a value a dict may take as a key; a break (Python would raise
   // TypeError, or a Python __hash__ would run) otherwise.
   absl::Status CheckHashable(const VarPtr& key);
+  // Whether a dict holding key `a` takes `b` as the same key (1, 1.0 and
+  // True are one key; a tensor is only itself), as dict's hash and == do.
+  absl::StatusOr<bool> SameDictKey(const VarPtr& a, const VarPtr& b);
+  // One key: value pair of a dict display, merged into an equal earlier key.
+  absl::Status AddDictEntry(std::vector<VarPtr>& keys, std::vector<VarPtr>& values, const VarPtr& key,
+                            const VarPtr& value);
   absl::Status StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value);
   // -x, +x, ~x by the operator module's name ("neg", "pos", "invert").
   absl::StatusOr<VarPtr> UnaryOperator(const char* name, const VarPtr& v);

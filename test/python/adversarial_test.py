@@ -226,7 +226,13 @@ def use_math(o, x):
     return x + math.fsum([1.0, 2.0]) + (o.sum() if isinstance(o, torch.Tensor) else 0)
 
 
-USES = [use_index, use_key, use_iter, use_len, use_attr, use_tattr, use_truth, use_eq, use_as_key,
+def use_equal_keys(o, x):
+    # Equal keys merge: 1, True and 1.0 are one key holding the last value.
+    d = {1: x, True: x + 1, 1.0: x * 3, "k": o if isinstance(o, torch.Tensor) else 0, "k": 2}
+    return d[1] + len(d) + d["k"]
+
+
+USES = [use_equal_keys, use_index, use_key, use_iter, use_len, use_attr, use_tattr, use_truth, use_eq, use_as_key,
         use_isinstance, use_call, use_math]
 
 
