@@ -659,21 +659,7 @@ absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const
       }
       obj->items[static_cast<size_t>(i)] = value;
     } else {
-      if (absl::Status hashable = CheckHashable(index); !hashable.ok()) return hashable;
-      bool replaced = false;
-      for (size_t k = 0; k < obj->keys.size(); ++k) {
-        absl::StatusOr<bool> same = SameDictKey(obj->keys[k], index);
-        if (!same.ok()) return same.status();
-        if (*same) {
-          obj->items[k] = value;
-          replaced = true;
-          break;
-        }
-      }
-      if (!replaced) {
-        obj->keys.push_back(index);
-        obj->items.push_back(value);
-      }
+      return AddDictEntry(obj->keys, obj->items, index, value);
     }
     return absl::OkStatus();
   }

@@ -182,7 +182,8 @@ class Translator {
   // Whether a dict holding key `a` takes `b` as the same key (1, 1.0 and
   // True are one key; a tensor is only itself), as dict's hash and == do.
   absl::StatusOr<bool> SameDictKey(const VarPtr& a, const VarPtr& b);
-  // One key: value pair of a dict display, merged into an equal earlier key.
+  // One key: value pair of a dict display or item store, merged into an
+  // equal earlier key.
   absl::Status AddDictEntry(std::vector<VarPtr>& keys, std::vector<VarPtr>& values, const VarPtr& key,
                             const VarPtr& value);
   absl::Status StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value);
