@@ -33,10 +33,12 @@ namespace {
 // Source paths: the grammar of python/dynamo/guards.py's _TOKEN.
 
 struct Token {
-  enum Kind { kLocal, kGlobal, kModule, kAttr, kIndex, kKey };
+  // kDictKey / kDictValue: `.keys()[i]` / `.values()[i]`, a dict's i-th
+  // entry in iteration order (lib/trace/source.h).
+  enum Kind { kLocal, kGlobal, kModule, kAttr, kIndex, kKey, kDictKey, kDictValue };
   Kind kind = kLocal;
   std::string name;   // local/global/module/attribute name, or the str key
-  int64_t index = 0;  // kIndex
+  int64_t index = 0;  // kIndex, kDictKey, kDictValue
   size_t end = 0;     // where the token ends in the source text
 };
 
@@ -86,6 +88,15 @@ absl::StatusOr<std::vector<Token>> ParseSource(absl::string_view s) {
       while (pos < s.size() && (absl::ascii_isalnum(static_cast<unsigned char>(s[pos])) || s[pos] == '_')) ++pos;
       if (pos == start || absl::ascii_isdigit(static_cast<unsigned char>(s[start]))) return bad("an attribute name");
       t.name = std::string(s.substr(start, pos - start));
+      if ((t.name == "keys" || t.name == "values") && absl::StartsWith(s.substr(pos), "()[")) {
+        t.kind = t.name == "keys" ? Token::kDictKey : Token::kDictValue;
+        pos += 3;
+        size_t digits = pos;
+        while (pos < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[pos]))) ++pos;
+        if (!absl::SimpleAtoi(s.substr(digits, pos - digits), &t.index)) return bad("a dict position");
+        if (pos >= s.size() || s[pos] != ']') return bad("']'");
+        ++pos;
+      }
     } else if (rest[0] == '[') {
       ++pos;
       if (pos < s.size() && s[pos] == '\'') {
@@ -221,7 +232,7 @@ struct Life {
 // ---------------------------------------------------------------------------
 // The program.
 
-enum class StepKind : uint8_t { kLocal, kGlobal, kModule, kAttr, kIndex, kKey };
+enum class StepKind : uint8_t { kLocal, kGlobal, kModule, kAttr, kIndex, kKey, kDictKey, kDictValue };
 
 // How an attribute, item or length is read, decided from the object found at
 // compile time (see the header).
@@ -240,7 +251,7 @@ struct Step {
   int slot = -1;      // kLocal
   bool cell = false;  // kLocal: a cell or free variable
   Object key;         // interned name / attribute / str key; a Python int for kIndex
-  int64_t index = 0;  // kIndex
+  int64_t index = 0;  // kIndex, kDictKey, kDictValue
   Object index_key;   // kModuleList with index >= 0: str(index)
   PinnedType pin;     // the type the plan was made for
 };
@@ -470,6 +481,7 @@ struct GuardEvaluator::Program {
   Object ReadAttr(const Step& s, PyObject* base) const;
   Object ReadIndex(const Step& s, PyObject* base) const;
   Object ReadKey(const Step& s, PyObject* base) const;
+  static Object ReadDictEntry(const Step& s, PyObject* base);
   Object ModulesOf(PyObject* v) const;
   Py_ssize_t Length(const CompiledCheck& c, PyObject* v) const;
   Object TensorField(const TensorSpec& t, PyObject* v, PyGetSetDef* fast, PyObject* name) const;
@@ -553,8 +565,35 @@ Object Program::Read(const Step& s, PyObject* base, const FrameView& f) const {
       return ReadIndex(s, base);
     case StepKind::kKey:
       return ReadKey(s, base);
+    case StepKind::kDictKey:
+    case StepKind::kDictValue:
+      return ReadDictEntry(s, base);
   }
   return {};
+}
+
+// list(d.keys())[i] / list(d.values())[i]: an exact dict walked in place
+// (its storage order is its iteration order), any other mapping through
+// its own keys() / values().
+Object Program::ReadDictEntry(const Step& s, PyObject* base) {
+  const bool key = s.kind == StepKind::kDictKey;
+  if (PyDict_CheckExact(base)) {
+    Py_ssize_t pos = 0, at = 0;
+    PyObject *k = nullptr, *v = nullptr;
+    while (PyDict_Next(base, &pos, &k, &v)) {
+      if (at++ == s.index) return Object::Borrow(key ? k : v);
+    }
+    PyErr_SetString(PyExc_IndexError, "dict position out of range");
+    return {};
+  }
+  Object view = Object::Steal(PyObject_CallMethod(base, key ? "keys" : "values", nullptr));
+  Object list = view ? Object::Steal(PySequence_List(view.get())) : Object();
+  if (!list) return {};
+  if (s.index >= PyList_GET_SIZE(list.get())) {
+    PyErr_SetString(PyExc_IndexError, "dict position out of range");
+    return {};
+  }
+  return Object::Borrow(PyList_GET_ITEM(list.get(), s.index));
 }
 
 Object Program::ReadAttr(const Step& s, PyObject* base) const {
@@ -1014,6 +1053,9 @@ Object ReadGeneric(const Step& s, PyObject* base, const FrameView& f, const Prog
     case StepKind::kIndex:
     case StepKind::kKey:
       return Object::Steal(PyObject_GetItem(base, s.key.get()));
+    case StepKind::kDictKey:
+    case StepKind::kDictValue:
+      return Program::ReadDictEntry(s, base);
   }
   return {};
 }

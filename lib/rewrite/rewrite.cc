@@ -286,6 +286,21 @@ class Emitter {
         LoadConst(s->is_index() ? python::FromLong(s->index()) : python::FromString(s->name()));
         Emit(op::kBinarySubscr);
         return absl::OkStatus();
+      case Source::Kind::kDictEntry:
+        // list(d.keys())[i] / list(d.values())[i], list from builtins (the
+        // frame's globals may shadow it).
+        BeginCall();
+        ImportPath({"builtins"}, {"list"});
+        CalleeLoaded();
+        BeginCall();
+        if (absl::Status st = LoadSource(s->base()); !st.ok()) return st;
+        EmitName(op::kLoadAttr, Name(s->name()));
+        CalleeLoaded();
+        Call(0);
+        Call(1);
+        LoadConst(python::FromLong(s->index()));
+        Emit(op::kBinarySubscr);
+        return absl::OkStatus();
     }
     return Unrebuildable(s->ToString());
   }

@@ -135,9 +135,10 @@ std::string AttributeTarget(const Source& source) {
         (s->name() == "_modules" || s->name() == "_parameters" || s->name() == "_buffers")) {
       continue;
     }
-    parts.push_back(s->kind() == Source::Kind::kAttr ? s->name()
-                    : s->is_index()                  ? absl::StrCat(s->index())
-                                                     : s->name());
+    parts.push_back(s->kind() == Source::Kind::kAttr        ? s->name()
+                    : s->kind() == Source::Kind::kDictEntry ? absl::StrCat(s->name(), "_", s->index())
+                    : s->is_index()                         ? absl::StrCat(s->index())
+                                                            : s->name());
   }
   std::string root = s->name();
   std::string path = s->kind() == Source::Kind::kLocal && root == "self" ? "" : "_" + root;
@@ -177,7 +178,11 @@ std::string AttributeTarget(const Source& source) {
 // A dict's items as a kDict tracker (no object: not the dict itself), read
 // with dict's own protocol: in its iteration order (an OrderedDict's after
 // move_to_end is not its storage order), values as dict.__getitem__ reads
-// them. Type, length and every item are guarded.
+// them. Type, length and every item are guarded. A str or int key is a
+// constant and its value's path is d['k'] / d[3]; any other key (a class,
+// an enum member, a module, a tensor, a float) is read and guarded like any
+// value, through its position (d.keys()[i], d.values()[i]), so a dict with
+// the same keys in another order is another program, as for torch._dynamo.
 absl::StatusOr<VarPtr> Translator::WrapDictItems(const Object& obj, SourcePtr source) {
   PyObject* o = obj.get();
   std::vector<VarPtr> keys, values;
@@ -187,16 +192,23 @@ absl::StatusOr<VarPtr> Translator::WrapDictItems(const Object& obj, SourcePtr so
     PyObject* key = PyList_GET_ITEM(key_list.get(), i);
     PyObject* value = PyDict_GetItemWithError(o, key);  // borrowed
     if (value == nullptr) return python::FetchError("reading a dict's item");
-    if (!PyUnicode_Check(key) && !PyLong_Check(key)) {  // keys we cannot name in a Source
-      guards_.TypeMatch(source, obj);
-      return Var::OfKind(VarKind::kOpaque, obj, source);
-    }
+    // Exact str and int only: a subclass's == and hash are its own.
+    const bool plain_key = PyUnicode_CheckExact(key) || PyLong_CheckExact(key);
     SourcePtr item_source;
-    if (source && PyUnicode_Check(key)) item_source = Source::Item(source, *python::AsString(Object::Borrow(key)));
-    if (source && PyLong_Check(key)) item_source = Source::Item(source, PyLong_AsLongLong(key));
+    if (source && PyUnicode_CheckExact(key)) item_source = Source::Item(source, *python::AsString(Object::Borrow(key)));
+    if (source && PyLong_CheckExact(key)) item_source = Source::Item(source, PyLong_AsLongLong(key));
+    if (source && !plain_key) item_source = Source::DictValue(source, i);
+    VarPtr key_var;
+    if (plain_key) {
+      key_var = Var::Constant(Object::Borrow(key));
+    } else {
+      absl::StatusOr<VarPtr> k = Wrap(Object::Borrow(key), source ? Source::DictKey(source, i) : nullptr);
+      if (!k.ok()) return k.status();
+      key_var = *k;
+    }
     absl::StatusOr<VarPtr> v = Wrap(Object::Borrow(value), item_source);
     if (!v.ok()) return v.status();
-    keys.push_back(Var::Constant(Object::Borrow(key)));
+    keys.push_back(key_var);
     values.push_back(*v);
   }
   guards_.TypeMatch(source, obj);

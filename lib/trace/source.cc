@@ -35,6 +35,12 @@ SourcePtr Source::Item(SourcePtr base, int64_t index) {
 SourcePtr Source::Item(SourcePtr base, std::string key) {
   return SourcePtr(new Source(Kind::kItem, std::move(base), std::move(key), false, 0));
 }
+SourcePtr Source::DictKey(SourcePtr base, int64_t index) {
+  return SourcePtr(new Source(Kind::kDictEntry, std::move(base), "keys", false, index));
+}
+SourcePtr Source::DictValue(SourcePtr base, int64_t index) {
+  return SourcePtr(new Source(Kind::kDictEntry, std::move(base), "values", false, index));
+}
 
 std::string Source::ToString() const {
   switch (kind_) {
@@ -49,6 +55,8 @@ std::string Source::ToString() const {
     case Kind::kItem:
       return absl::StrCat(base_->ToString(), "[",
                           is_index_ ? absl::StrCat(index_) : QuoteKey(name_), "]");
+    case Kind::kDictEntry:
+      return absl::StrCat(base_->ToString(), ".", name_, "()[", index_, "]");
   }
   return "?";
 }

@@ -5,6 +5,7 @@
 //   SourcePtr w = Source::Attr(Source::Attr(Source::Local("self"), "fc1"), "weight");
 //   w->ToString();                                    // L['self'].fc1.weight
 //   Source::Item(Source::Local("xs"), 0)->ToString(); // L['xs'][0]
+//   Source::DictValue(Source::Global("d"), 2)->ToString(); // G['d'].values()[2]
 //
 // Sources are immutable and shared; a value with no source (made during the
 // trace) has a null SourcePtr.
@@ -22,7 +23,10 @@ using SourcePtr = std::shared_ptr<const Source>;
 
 class Source {
  public:
-  enum class Kind { kLocal, kGlobal, kModule, kAttr, kItem };
+  // kDictEntry: the i-th key or value of a dict in its iteration order
+  // (list(d.keys())[i]), for items whose key a path cannot spell (a class,
+  // an enum member, a module, a tensor).
+  enum class Kind { kLocal, kGlobal, kModule, kAttr, kItem, kDictEntry };
 
   static SourcePtr Local(std::string name);
   static SourcePtr Global(std::string name);
@@ -32,13 +36,16 @@ class Source {
   static SourcePtr Attr(SourcePtr base, std::string name);
   static SourcePtr Item(SourcePtr base, int64_t index);
   static SourcePtr Item(SourcePtr base, std::string key);
+  static SourcePtr DictKey(SourcePtr base, int64_t index);
+  static SourcePtr DictValue(SourcePtr base, int64_t index);
 
   Kind kind() const { return kind_; }
   const SourcePtr& base() const { return base_; }
-  // Local/global/attribute name, or the string key of an item.
+  // Local/global/attribute name, the string key of an item, or "keys" /
+  // "values" for a dict entry.
   const std::string& name() const { return name_; }
   bool is_index() const { return kind_ == Kind::kItem && is_index_; }
-  int64_t index() const { return index_; }
+  int64_t index() const { return index_; }  // an item's index, a dict entry's position
 
   // Dynamo's notation: L['x'], G['torch'].sin, L['self'].layers[0].weight.
   std::string ToString() const;

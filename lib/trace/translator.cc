@@ -808,6 +808,9 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
       return as_value.ok() || Py_TYPE(v->object.get())->tp_richcompare == PyBaseObject_Type.tp_richcompare;
     };
     if (equality && a->object && b->object && identity_equality(a, lhs) && identity_equality(b, ToPython(b))) {
+      // The answer is a fact of the inputs when both were read from the
+      // frame (an enum member looked up in a dict read from the frame).
+      if (a->source && b->source) guards_.Aliasing({a->source, b->source}, {a->object.get(), b->object.get()});
       return Var::Constant(python::FromBool((a->object.get() == b->object.get()) == (op == "==")));
     }
     return Break(ir::GraphBreak::OTHER,

@@ -17,6 +17,7 @@ from dynamo.loader import dtype_of, meta_dict
 _TOKEN = re.compile(r"""\s*(?:
       (?P<root>[LG])\[(?P<rootkey>'(?:[^'\\]|\\.)*')\]
     | sys\.modules\[(?P<module>'(?:[^'\\]|\\.)*')\]
+    | \.(?P<entry>keys|values)\(\)\[(?P<pos>\d+)\]
     | \.(?P<attr>[A-Za-z_][A-Za-z0-9_]*)
     | \[(?P<index>-?\d+)\]
     | \[(?P<key>'(?:[^'\\]|\\.)*')\]
@@ -72,6 +73,8 @@ def resolve_source(source, frame_locals, frame_globals):
             value, started = sys.modules[_unquote(m.group("module"))], True
         elif not started:
             raise ValueError(f"source {source!r} has no root")
+        elif m.group("entry"):  # a dict's key or value by position
+            value = list(getattr(value, m.group("entry"))())[int(m.group("pos"))]
         elif m.group("attr"):
             value = getattr(value, m.group("attr"))
         elif m.group("index"):

@@ -102,7 +102,59 @@ def argument_aliasing():
             return x + 1
         return x - y
     a, b = torch.ones(3), torch.ones(3)
-    return check("aliasing", f, [(a, b), (a, a), (a, b)], expect_graphs=2)
+    ok = check("aliasing", f, [(a, b), (a, a), (a, b)], expect_graphs=2)
+
+    class Plain:  # object's ==: identity, which the trace must guard like `is`
+        pass
+
+    def g(x, p, q):
+        return x + 1 if p == q else x - 1
+    p, q = Plain(), Plain()
+    return ok & check("== by identity", g, [(a, p, q), (a, p, p), (a, q, p)], expect_graphs=2)
+
+
+@minimal
+def dict_keys_that_are_objects():
+    # A dict read from the frame whose keys are classes, enum members,
+    # tensors, floats or None: its items are traced (values through their
+    # position), the keys' identity and order guarded.
+    import enum
+    import typing
+
+    class E(enum.Enum):
+        A = 1
+        B = 2
+
+    def by_enum(d, x):
+        return d[E.A] * x + d[E.B]
+
+    def by_tensor(d, x):
+        return d[x] + 3
+
+    def by_class(d, x):
+        return d[int](x) if int in d else d[float](x)
+
+    def by_typing(d):
+        return d[typing.T] + 1
+
+    def iterate(d, x):
+        out = x
+        for k, v in d.items():
+            out = out + (v if k is None else v * k)
+        return out
+
+    x, y, z = torch.ones(3), torch.full((3,), 2.0), torch.full((3,), 5.0)
+    by_x = {x: y, 3: z}
+    ok = check("enum keys", by_enum, [({E.A: x, E.B: y}, z), ({E.A: y, E.B: x}, z), ({E.B: x, E.A: y}, z)],
+               expect_graphs=2)
+    # Another key order is another program; the same dict again is not.
+    ok &= check("tensor keys", by_tensor, [(by_x, x), (by_x, x), ({3: z, x: y}, x)], expect_graphs=2)
+    ok &= check("class keys", by_class, [({int: torch.neg, float: torch.abs}, y), ({float: torch.abs}, y)],
+                expect_graphs=2)
+    ok &= check("typing keys", by_typing, [({typing.T: x},), ({typing.T: y},)], expect_graphs=1)
+    ok &= check("float and None keys", iterate, [({2.5: x, None: y}, z), ({0.5: x, None: y}, z)],
+                expect_graphs=2)
+    return ok
 
 
 @minimal
