@@ -302,6 +302,9 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     absl::StatusOr<VarPtr> v = WrapDictItems(obj, source);
     if (!v.ok() || (*v)->kind != VarKind::kDict) return v;
     (*v)->object = obj;
+    if (Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(StdlibObject("collections", "defaultdict"))) {
+      if (absl::Status s = ReadDefaultFactory(*v, obj); !s.ok()) return s;
+    }
     if (source) {
       auto [it, inserted] = containers_.try_emplace(o, *v);
       return it->second;
@@ -1757,11 +1760,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
         return view;
       }
       if (name == "get" && !args.empty()) {
-        for (size_t i = 0; i < self->keys.size(); ++i) {
-          absl::StatusOr<VarPtr> eq = Compare("==", self->keys[i], args[0]);
-          if (!eq.ok()) return eq.status();
-          if ((*eq)->object.get() == Py_True) return self->items[i];
-        }
+        absl::StatusOr<std::optional<size_t>> at = FindDictKey(self->keys, args[0]);
+        if (!at.ok()) return at.status();
+        if (*at) return self->items[**at];
         return args.size() > 1 ? args[1] : constant(python::None());
       }
     }

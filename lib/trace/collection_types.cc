@@ -53,8 +53,14 @@ bool IsDeque(const VarPtr& v) {
 bool IsDequeObject(PyObject* o) { return reinterpret_cast<PyObject*>(Py_TYPE(o)) == DequeClass(); }
 
 bool IsDefaultDict(const VarPtr& v) {
-  return v->kind == VarKind::kDict && !v->object && v->container_class &&
+  return v->kind == VarKind::kDict && v->default_factory && v->container_class &&
          v->container_class.get() == DefaultDictClass();
+}
+
+// A factory the trace can call: a class, a function, a builtin, a partial.
+bool TracedFactory(const VarPtr& factory) {
+  return factory->is_none() || factory->kind == VarKind::kFunction || factory->kind == VarKind::kClass ||
+         factory->kind == VarKind::kBuiltin || factory->kind == VarKind::kPartial;
 }
 
 std::optional<R> Translator::ConstructCollection(const VarPtr& cls, const std::vector<VarPtr>& args,
@@ -63,8 +69,7 @@ std::optional<R> Translator::ConstructCollection(const VarPtr& cls, const std::v
   if (cls->object.get() == DefaultDictClass()) {
     // defaultdict(default_factory=None, *dict_args, **kwargs)
     VarPtr factory = args.empty() ? None() : args[0];
-    if (!factory->is_none() && factory->kind != VarKind::kFunction && factory->kind != VarKind::kClass &&
-        factory->kind != VarKind::kBuiltin && factory->kind != VarKind::kPartial) {
+    if (!TracedFactory(factory)) {
       return R(Break(ir::GraphBreak::UNSUPPORTED_CALL,
                      absl::StrCat("defaultdict with a default_factory that is a ", Describe(*factory)),
                      "defaultdict is traced with a class, a function or None as its factory"));
@@ -124,8 +129,22 @@ R Translator::DefaultDictMissing(const VarPtr& d, const VarPtr& key) {
   }
   absl::StatusOr<VarPtr> value = Call(d->default_factory, {}, {});
   if (!value.ok()) return value.status();
-  if (absl::Status s = DictSet(d, key, *value); !s.ok()) return s;
+  // A defaultdict read from the frame is changed as an item store would
+  // (replayed after the graph, or a break).
+  if (absl::Status s = StoreItem(d, key, *value); !s.ok()) return s;
   return *value;
+}
+
+absl::Status Translator::ReadDefaultFactory(const VarPtr& d, const Object& obj) {
+  Object factory = Attr(obj.get(), "default_factory");
+  if (!factory) return python::FetchError("reading a defaultdict's default_factory");
+  absl::StatusOr<VarPtr> f = Wrap(factory, d->source ? Source::Attr(d->source, "default_factory") : nullptr);
+  if (!f.ok()) return f.status();
+  // Another factory leaves the dict's missing keys to Python (a break).
+  if (!TracedFactory(*f)) return absl::OkStatus();
+  d->container_class = Object::Borrow(DefaultDictClass());
+  d->default_factory = *f;
+  return absl::OkStatus();
 }
 
 R Translator::WrapDeque(const Object& obj, SourcePtr source) {

@@ -47,21 +47,8 @@ absl::Status Translator::AssignSlice(const VarPtr& list, const VarPtr& slice, co
 }
 
 absl::Status Translator::DictSet(const VarPtr& dict, const VarPtr& key, const VarPtr& value) {
-  if (!key->is_constant()) {
-    return Break(ir::GraphBreak::OTHER, absl::StrCat("a dict key that is a ", Describe(*key)),
-                 "dicts are traced with constant keys");
-  }
-  for (size_t k = 0; k < dict->keys.size(); ++k) {
-    absl::StatusOr<VarPtr> eq = Compare("==", dict->keys[k], key);
-    if (!eq.ok()) return eq.status();
-    if ((*eq)->object.get() == Py_True) {
-      dict->items[k] = value;  // the first key object stays, as in CPython
-      return absl::OkStatus();
-    }
-  }
-  dict->keys.push_back(key);
-  dict->items.push_back(value);
-  return absl::OkStatus();
+  // The first key object stays, as in CPython.
+  return AddDictEntry(dict->keys, dict->items, key, value);
 }
 
 absl::StatusOr<VarPtr> Translator::BuildDict(const std::vector<VarPtr>& args, const Kwargs& kwargs) {
@@ -91,9 +78,11 @@ absl::Status Translator::UpdateDict(const VarPtr& d, const std::vector<VarPtr>& 
         if (!next.ok()) return next.status();
         if (!*next) break;
         const VarPtr& pair = **next;
-        if (!pair->is_sequence()) {
-          return Break(ir::GraphBreak::OTHER, absl::StrCat("dict() of a ", Describe(*pair), " item"),
-                       "dict() is traced over pairs held in tuples or lists");
+        if (!pair->is_sequence()) {  // a constant pair ('x', 2), or any iterable of two
+          absl::StatusOr<std::vector<VarPtr>> kv = Unpack(pair, 2);
+          if (!kv.ok()) return kv.status();
+          if (absl::Status s = DictSet(d, (*kv)[0], (*kv)[1]); !s.ok()) return s;
+          continue;
         }
         if (pair->items.size() != 2) {
           return Break(ir::GraphBreak::OTHER,
@@ -200,15 +189,11 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallDictMethod(const VarPtr& s
     return R(Break(ir::GraphBreak::OTHER, absl::StrCat("dict.", name, "() with ", args.size(), " arguments"),
                    "the call would raise TypeError"));
   }
-  if (!args[0]->is_constant()) {
-    return R(Break(ir::GraphBreak::OTHER, absl::StrCat("a dict key that is a ", Describe(*args[0])),
-                   "dicts are traced with constant keys"));
-  }
   guards_.LengthMatch(self->source, static_cast<int64_t>(self->keys.size()));
-  for (size_t k = 0; k < self->keys.size(); ++k) {
-    absl::StatusOr<VarPtr> eq = Compare("==", self->keys[k], args[0]);
-    if (!eq.ok()) return R(eq.status());
-    if ((*eq)->object.get() != Py_True) continue;
+  absl::StatusOr<std::optional<size_t>> at = FindDictKey(self->keys, args[0]);
+  if (!at.ok()) return R(at.status());
+  if (*at) {
+    const size_t k = **at;
     VarPtr value = self->items[k];
     if (name == "pop") {
       self->keys.erase(self->keys.begin() + static_cast<std::ptrdiff_t>(k));

@@ -552,24 +552,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr
     for (const VarPtr& pair : *pairs) {
       absl::StatusOr<std::vector<VarPtr>> kv = Unpack(pair, 2);
       if (!kv.ok()) return kv.status();
-      if (!(*kv)[0]->is_constant()) {
-        return Break(ir::GraphBreak::OTHER, absl::StrCat("a dict key that is ", Describe(*(*kv)[0])),
-                     "dicts are traced with constant keys");
-      }
       // A repeated key keeps its first place and its last value.
-      bool replaced = false;
-      for (size_t k = 0; k < keys.size() && !replaced; ++k) {
-        absl::StatusOr<VarPtr> eq = Compare("==", keys[k], (*kv)[0]);
-        if (!eq.ok()) return eq.status();
-        if ((*eq)->object.get() == Py_True) {
-          values[k] = (*kv)[1];
-          replaced = true;
-        }
-      }
-      if (!replaced) {
-        keys.push_back((*kv)[0]);
-        values.push_back((*kv)[1]);
-      }
+      if (absl::Status s = AddDictEntry(keys, values, (*kv)[0], (*kv)[1]); !s.ok()) return s;
     }
     return Var::Dict(std::move(keys), std::move(values));
   }

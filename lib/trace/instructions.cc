@@ -723,13 +723,10 @@ absl::Status Translator::OpBuildMap(Frame& f, const Instruction& in, std::option
 // place and spelling and takes the later value, as dict does.
 absl::Status Translator::AddDictEntry(std::vector<VarPtr>& keys, std::vector<VarPtr>& values, const VarPtr& key,
                                       const VarPtr& value) {
-  if (absl::Status hashable = CheckHashable(key); !hashable.ok()) return hashable;
-  for (size_t k = 0; k < keys.size(); ++k) {
-    ASSIGN_OR_RETURN(same, SameDictKey(keys[k], key));
-    if (same) {
-      values[k] = value;
-      return absl::OkStatus();
-    }
+  ASSIGN_OR_RETURN(at, FindDictKey(keys, key));
+  if (at) {
+    values[*at] = value;
+    return absl::OkStatus();
   }
   keys.push_back(key);
   values.push_back(value);

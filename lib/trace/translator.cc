@@ -603,7 +603,12 @@ absl::Status Translator::CheckHashable(const VarPtr& key) {
     return Break(ir::GraphBreak::OTHER, absl::StrCat(Describe(*key), " as a dict key"),
                  "its class is unhashable: the function would raise TypeError");
   }
-  if (hash != nullptr && PyFunction_Check(hash)) {
+  // enum.Enum's own __hash__ is hash(self._name_): no user code runs.
+  PyObject* enum_hash = nullptr;
+  if (PyObject* enum_class = StdlibObject("enum", "Enum"); enum_class != nullptr && PyType_Check(enum_class)) {
+    enum_hash = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(enum_class), python::FromString("__hash__").get());
+  }
+  if (hash != nullptr && PyFunction_Check(hash) && hash != enum_hash) {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("hashing ", Describe(*key), " runs its Python __hash__"),
                  "use keys of builtin types (str, int, tuples of them) or objects hashed by identity");
   }
@@ -628,6 +633,16 @@ absl::StatusOr<bool> Translator::SameDictKey(const VarPtr& a, const VarPtr& b) {
   absl::StatusOr<VarPtr> eq = Compare("==", a, b);
   if (!eq.ok()) return eq.status();
   return (*eq)->object.get() == Py_True;
+}
+
+absl::StatusOr<std::optional<size_t>> Translator::FindDictKey(const std::vector<VarPtr>& keys, const VarPtr& key) {
+  if (absl::Status hashable = CheckHashable(key); !hashable.ok()) return hashable;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    absl::StatusOr<bool> same = SameDictKey(keys[k], key);
+    if (!same.ok()) return same.status();
+    if (*same) return k;
+  }
+  return std::nullopt;
 }
 
 absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const VarPtr& value) {
@@ -912,11 +927,9 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
     return obj->items[static_cast<size_t>(k)];
   }
   if (obj->kind == VarKind::kDict) {
-    for (size_t k = 0; k < obj->keys.size(); ++k) {
-      absl::StatusOr<VarPtr> eq = Compare("==", obj->keys[k], index);
-      if (!eq.ok()) return eq.status();
-      if ((*eq)->object.get() == Py_True) return obj->items[k];
-    }
+    absl::StatusOr<std::optional<size_t>> at = FindDictKey(obj->keys, index);
+    if (!at.ok()) return at.status();
+    if (*at) return obj->items[**at];
     if (IsDefaultDict(obj)) return DefaultDictMissing(obj, index);
     return Break(ir::GraphBreak::OTHER, absl::StrCat("key ", Describe(*index), " is missing"),
                  "the function would raise KeyError");
@@ -1166,19 +1179,11 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
   std::vector<VarPtr> candidates;
   switch (container->kind) {
     case VarKind::kDict: {
-      // A key must be hashable: `[] in d` raises TypeError.
-      absl::StatusOr<python::Object> value = ToPython(item);
-      python::Object key = value.ok() ? *value : (item->is_tensor() ? python::Object() : item->object);
-      const bool unhashable = item->kind == VarKind::kList || item->kind == VarKind::kDict ||
-                              item->kind == VarKind::kDictView || (key && PyObject_Hash(key.get()) == -1);
-      PyErr_Clear();
-      if (unhashable) {
-        return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' of ", Describe(*item), " in a dict"),
-                     "the key is unhashable: the function would raise TypeError");
-      }
+      // By hash and ==, as dict does (`[] in d` raises TypeError).
       guards_.LengthMatch(container->source, static_cast<int64_t>(container->keys.size()));
-      candidates = container->keys;
-      break;
+      absl::StatusOr<std::optional<size_t>> at = FindDictKey(container->keys, item);
+      if (!at.ok()) return at.status();
+      return at->has_value();
     }
     case VarKind::kTuple:
     case VarKind::kList:

@@ -182,6 +182,10 @@ class Translator {
   // Whether a dict holding key `a` takes `b` as the same key (1, 1.0 and
   // True are one key; a tensor is only itself), as dict's hash and == do.
   absl::StatusOr<bool> SameDictKey(const VarPtr& a, const VarPtr& b);
+  // Where a dict with `keys` holds `key` (nullopt: absent): every lookup,
+  // store, get/pop/setdefault and `in` of a dict goes through it, so that
+  // they agree on hashability and on which keys are one.
+  absl::StatusOr<std::optional<size_t>> FindDictKey(const std::vector<VarPtr>& keys, const VarPtr& key);
   // One key: value pair of a dict display or item store, merged into an
   // equal earlier key.
   absl::Status AddDictEntry(std::vector<VarPtr>& keys, std::vector<VarPtr>& values, const VarPtr& key,
@@ -330,6 +334,9 @@ class Translator {
                                                             const Kwargs& kwargs);
   // d[key] of a defaultdict without key: default_factory() stored and returned.
   absl::StatusOr<VarPtr> DefaultDictMissing(const VarPtr& d, const VarPtr& key);
+  // A defaultdict read from the frame: its factory, read and guarded, when
+  // the trace can call it (then missing keys are traced).
+  absl::Status ReadDefaultFactory(const VarPtr& d, const python::Object& obj);
   absl::StatusOr<VarPtr> DequeAttr(const VarPtr& q, const std::string& name);
   // A deque read from the frame: its items by index, type, length and
   // maxlen guarded; the trace reads it but does not change it (a break).

@@ -158,6 +158,49 @@ def dict_keys_that_are_objects():
 
 
 @minimal
+def defaultdicts_from_the_frame_and_mixed_keys():
+    # A defaultdict the function was given fills missing keys through its
+    # factory (the change replayed after the graph); lookups, `in`, get,
+    # pop and dict(pairs) agree on keys mixing str, tensors and objects.
+    param = torch.nn.Parameter(torch.ones(2))
+
+    def fill(dd, x):
+        dd["a"] = x + 1
+        dd[param] = 123
+        return dd["b"], dd["a"] * 2, len(dd), "b" in dd, param in dd, x in dd
+
+    def state(dd):
+        return sorted((str(k) if isinstance(k, str) else "param", repr(v)) for k, v in dd.items())
+
+    ok = True
+    for factory in (dict, list, lambda: 7):
+        eager_dd, opt_dd = collections.defaultdict(factory), collections.defaultdict(factory)
+        counter = Counter()
+        x = torch.ones(2)
+        e = fill(eager_dd, x)
+        o = dynamo.optimize(counter, nopython=True)(fill)(opt_dd, x)
+        if not (same(e[1], o[1]) and e[0] == o[0] and e[2:] == o[2:] and state(eager_dd) == state(opt_dd)):
+            FAILURES.append(f"defaultdict({factory}): eager {e!r:.100} {state(eager_dd)} optimized {o!r:.100} "
+                            f"{state(opt_dd)}")
+            ok = False
+
+    def lookups(d, x, key):
+        pairs = dict([(x, 1), ("x", 2), (key, 3), "ab"])
+        return (d.get(x, 0), d.get("a", 0), d.pop(key, 9), pairs[x] + pairs["x"] + pairs[key], pairs["a"],
+                x in d, key in d, len(d))
+    x, obj = torch.ones(2), object()
+    counter = Counter()
+    opt = dynamo.optimize(counter, nopython=True)(lookups)
+    for make in (lambda: {x: 1, "a": 2, obj: 3}, lambda: {"a": 2}, lambda: {obj: 3, x: 1}):
+        eager_d, opt_d = make(), make()  # pop changes the dict: one each
+        e, o = lookups(eager_d, x, obj), opt(opt_d, x, obj)
+        if e != o or list(eager_d) != list(opt_d):
+            FAILURES.append(f"mixed keys: eager {e} {list(eager_d)!r:.60} optimized {o} {list(opt_d)!r:.60}")
+            ok = False
+    return ok
+
+
+@minimal
 def attribute_absence():
     class Cfg:
         pass
