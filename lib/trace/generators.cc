@@ -175,15 +175,24 @@ absl::StatusOr<bool> Translator::KeysEqual(const VarPtr& a, const VarPtr& b) {
 
 bool Translator::IsGeneratorExpression(const bytecode::DecodedCode& code) {
   // Generator functions (def ... yield) may hold try/finally and with blocks
-  // that CPython runs when an abandoned generator is closed; the trace does
-  // not model that, so a generator function is traced only when it has no
-  // handler but the one 3.12+ wraps every generator in (StopIteration to
-  // RuntimeError, CALL_INTRINSIC_1 3): closing it then runs no code.
+  // that CPython runs when an abandoned generator is closed (GeneratorExit
+  // raised at the yield it is suspended at); the trace does not model that,
+  // so a generator function is traced only when no handler covers a yield,
+  // but the one 3.12+ wraps every generator in (StopIteration to
+  // RuntimeError, CALL_INTRINSIC_1 3) and `yield from`'s CLEANUP_THROW
+  // (reached by throw() only): closing it then runs no code. Handlers over
+  // code without a yield (3.12's inlined comprehensions, a try/except
+  // around a computation) run only when that code raises, which the trace
+  // models.
   if (!(code.flags & CO_GENERATOR) || (code.flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))) return false;
   if (absl::EndsWith(code.qualname, "<genexpr>")) return true;
   for (const bytecode::ExceptionTableEntry& e : code.exception_table) {
     const bytecode::Instruction* handler = code.At(e.target);
-    if (handler == nullptr || handler->name != "CALL_INTRINSIC_1" || handler->arg != 3) return false;
+    if (handler != nullptr && handler->name == "CLEANUP_THROW") continue;
+    if (handler != nullptr && handler->name == "CALL_INTRINSIC_1" && handler->arg == 3) continue;
+    for (const bytecode::Instruction& in : code.instructions) {
+      if (in.offset >= e.start && in.offset < e.end && in.name == "YIELD_VALUE") return false;
+    }
   }
   return true;
 }
@@ -214,6 +223,11 @@ absl::Status Translator::YieldValue(Frame& f, std::optional<VarPtr>& result) {
   f.yielded = true;
   ++f.ip;  // resumes after the yield
   return absl::OkStatus();
+}
+
+VarPtr Translator::ReturnedValue(const VarPtr& exhausted) {
+  if (exhausted->kind == VarKind::kGenerator && exhausted->generator->returned) return exhausted->generator->returned;
+  return Var::Constant(python::None());
 }
 
 absl::StatusOr<std::optional<VarPtr>> Translator::NextValue(const VarPtr& it) {

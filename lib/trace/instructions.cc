@@ -140,6 +140,9 @@ struct OpTable {
       {"IMPORT_FROM", &Translator::OpImportFrom, false},
       {"RETURN_GENERATOR", &Translator::OpReturnGenerator, false},
       {"YIELD_VALUE", &Translator::OpYieldValue, false},
+      {"GET_YIELD_FROM_ITER", &Translator::OpGetYieldFromIter, false},
+      {"SEND", &Translator::OpSend, false},
+      {"END_SEND", &Translator::OpEndSend, false},
       {"PUSH_EXC_INFO", &Translator::OpPushExcInfo, false},
       {"POP_EXCEPT", &Translator::OpPopExcept, false},
       {"CHECK_EXC_MATCH", &Translator::OpCheckExcMatch, false},
@@ -1030,6 +1033,45 @@ absl::Status Translator::OpReturnGenerator(Frame& f, const Instruction&, std::op
 }
 absl::Status Translator::OpYieldValue(Frame& f, const Instruction&, std::optional<VarPtr>& result) {
   return YieldValue(f, result);
+}
+
+// `yield from it`: iter(it), unless it is a generator already.
+absl::Status Translator::OpGetYieldFromIter(Frame& f, const Instruction&, std::optional<VarPtr>&) {
+  POP_OR_RETURN(v);
+  ASSIGN_OR_RETURN(it, GetIter(v));
+  f.stack.push_back(std::move(it));
+  return absl::OkStatus();
+}
+// The delegation loop's step: the sub-iterator's next value (then yielded
+// by the YIELD_VALUE after it), or, once it is exhausted, what it returned,
+// and a jump out of the loop. Only None is ever sent in: the trace resumes
+// generators with next(); send() and throw() are not traced.
+absl::Status Translator::OpSend(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
+  POP_OR_RETURN(sent);
+  if (f.stack.empty()) return absl::InternalError("SEND without a receiver");
+  if (!sent->is_none()) {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, "send() of a value into a delegated generator",
+                 "generators are traced when driven by iteration");
+  }
+  VarPtr receiver = f.stack.back();
+  ASSIGN_OR_RETURN(next, NextValue(receiver));
+  if (next) {
+    f.stack.push_back(*std::move(next));
+    return absl::OkStatus();
+  }
+  VarPtr returned = ReturnedValue(receiver);
+  // 3.12+ jump to END_SEND, which drops the receiver below the value; 3.11
+  // replaces the receiver itself.
+  ASSIGN_OR_RETURN(target, IndexOf(f, in.argument.jump_target));
+  if (f.code->instructions[target].name != "END_SEND") f.stack.pop_back();
+  f.stack.push_back(std::move(returned));
+  return Jump(f, in);
+}
+absl::Status Translator::OpEndSend(Frame& f, const Instruction&, std::optional<VarPtr>&) {
+  POP_OR_RETURN(value);
+  POP_OR_RETURN(receiver);
+  f.stack.push_back(std::move(value));
+  return absl::OkStatus();
 }
 
 #undef POP_OR_RETURN

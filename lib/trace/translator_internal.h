@@ -87,7 +87,7 @@ PyObject* StdlibObject(const char* module, const char* name);
   X(PopJumpIfNone) X(PopJumpIfNotNone) X(JumpIfTrueOrPop) X(JumpIfFalseOrPop) X(ReturnValue)  \
   X(BeforeWith) X(FormatValue) X(ConvertValue) X(FormatSimple) X(FormatWithSpec)              \
   X(BuildString) X(LoadAssertionError) X(RaiseVarargs) X(ImportName) X(ImportFrom)            \
-  X(ReturnGenerator) X(YieldValue) X(PushExcInfo) X(PopExcept) X(CheckExcMatch) X(Reraise)
+  X(ReturnGenerator) X(YieldValue) X(GetYieldFromIter) X(Send) X(EndSend) X(PushExcInfo) X(PopExcept) X(CheckExcMatch) X(Reraise)
 
 // Whether Python may take over at this instruction after a break: it
 // consumes its operands from the top of the stack and falls through (or, for
@@ -231,6 +231,9 @@ class Translator {
   absl::StatusOr<std::optional<VarPtr>> IteratorNext(const VarPtr& iterator);
   absl::StatusOr<std::vector<VarPtr>> DrainGenerator(const VarPtr& generator);
   absl::Status YieldValue(Frame& f, std::optional<VarPtr>& result);
+  // What an exhausted iterator returned (StopIteration.value): a generator
+  // function's return value, None for anything else.
+  VarPtr ReturnedValue(const VarPtr& exhausted);
   absl::Status ReturnGenerator(Frame& f);
   absl::Status ForIterGenerator(Frame& f, const bytecode::Instruction& in);
   absl::StatusOr<bool> GeneratorContains(const VarPtr& generator, const VarPtr& item);

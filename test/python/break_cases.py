@@ -1809,3 +1809,53 @@ case("rng_state_between", rng_state_between, [lambda: A(T(3, seed=183)), lambda:
      why="torch.get_rng_state/set_rng_state/manual_seed each break at the user's call (their state moves "
          "through torch.Generator methods): random ops on either side draw eager's stream | "
          "[relu, rand, add] | get_rng_state | [rand, mul] | set_rng_state | (nothing) | manual_seed | [rand, add]")
+
+
+# ---------------------------------------------------------------- yield from
+def yield_from_delegation(x, k):
+    def inner(n):
+        for i in range(n):
+            yield x * (i + 1)
+        return n * k  # StopIteration's value: the result of `yield from`
+
+    def outer(xs):
+        made = [t + k for t in xs]  # 3.12 inlines this comprehension under a handler
+        got = yield from inner(3)
+        yield from made
+        yield x * got
+
+    return sum(outer([x, x * 2]))
+
+
+case("yield_from_delegation", yield_from_delegation, [lambda: A(T(4, seed=185), 2), lambda: A(T(4, seed=186), 3)],
+     graphs=2, breaks=0, tags=("generators",),
+     why="a generator delegating with `yield from` (its return value included) is inlined like any generator; "
+         "k is a constant, so the second call recompiles | [mul, mul, mul, add, add, mul, sum...]")
+
+
+class _WithParameters(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+        self.norm = torch.nn.LayerNorm(3)
+
+    def forward(self, x):
+        # nn.Module.parameters() / named_parameters() are generators built on
+        # `yield from` (nn.Module._named_members).
+        first = next(self.parameters())
+        count = sum(p.numel() for p in self.parameters())
+        names = [n for n, _ in self.named_parameters()]
+        return self.norm(self.fc(x.to(first.dtype))) * count, names
+
+
+_with_parameters = _WithParameters()
+
+
+def module_parameters_in_forward(x):
+    return _with_parameters(x)
+
+
+case("module_parameters_in_forward", module_parameters_in_forward, [lambda: A(T(2, 3, seed=187))],
+     graphs=1, breaks=0, tags=("generators", "modules"),
+     why="next(self.parameters()), sum over them and named_parameters() are traced through nn.Module's "
+         "generators (`yield from`) | [linear, layer_norm, mul]")
