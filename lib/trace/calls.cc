@@ -1822,8 +1822,20 @@ absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string
     args.push_back(Var::Constant(python::FromLong(-1)));
     return CallOp("Tensor.transpose", ir::Node::CALL_METHOD, args, {});
   }
+  if (name == "grad" && !t->is_ndarray) {
+    // A tensor the function was given: its real .grad, read and guarded
+    // (None, or a tensor that becomes a graph input). One the graph makes
+    // has none: no backward runs inside a trace.
+    PyObject* real = RealTensor(t);
+    if (real == nullptr) return Var::Constant(python::None());
+    if (t->source) {
+      Object grad = Attr(real, "grad");
+      if (!grad) return python::FetchError("reading a tensor's .grad");
+      return Wrap(grad, Source::Attr(t->source, "grad"));
+    }
+  }
   // Anything else must be a method of torch.Tensor; properties we do not
-  // model (.data, .grad, .layout, ...) are refused, never guessed.
+  // model (.data, .layout, ...) are refused, never guessed.
   Object cls_attr = Attr(TorchAttr("Tensor").get(), name.c_str());
   bool is_method = cls_attr && PyCallable_Check(cls_attr.get()) &&
                    !PyObject_HasAttrString(cls_attr.get(), "__set__");

@@ -201,6 +201,40 @@ def defaultdicts_from_the_frame_and_mixed_keys():
 
 
 @minimal
+def tensor_grad_reads():
+    # .grad of a tensor the function was given is read and guarded (None,
+    # then a tensor after backward, then None after zero_grad); one the
+    # graph made has none.
+    model = torch.nn.Linear(2, 1)
+
+    def f(a):
+        made = torch.ones(2, 2) + a
+        grads = [p.grad if p.grad is None else p.grad * 2 for p in model.parameters()]
+        return grads, made.grad, a.grad
+
+    a = torch.ones(2, 2, requires_grad=True)
+    counter = Counter()
+    opt = dynamo.optimize(counter, nopython=True)(f)
+    ok = True
+    for step in ("before backward", "after backward", "grad changed in place", "after zero_grad"):
+        if step == "after backward":
+            model(a).sum().backward()
+        elif step == "grad changed in place":
+            model.weight.grad.mul_(3)
+        elif step == "after zero_grad":
+            model.zero_grad(set_to_none=True)
+            a.grad = None
+        e, o = f(a), opt(a)
+        if not same(list(e[0]) + [e[1], e[2]], list(o[0]) + [o[1], o[2]]):
+            FAILURES.append(f"grad {step}: eager {e!r:.100} optimized {o!r:.100}")
+            ok = False
+    if counter.graphs != 2:  # None, then tensors; None again is the first entry
+        FAILURES.append(f"grad reads: {counter.graphs} captures, expected 2")
+        ok = False
+    return ok
+
+
+@minimal
 def attribute_absence():
     class Cfg:
         pass
