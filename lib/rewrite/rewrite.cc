@@ -767,7 +767,28 @@ class Emitter {
 #else
     Emit(op::kMakeFunction, flags);
 #endif
-    return Remember(v);
+    if (absl::Status s = Remember(v); !s.ok()) return s;
+    // Attributes the trace set on it (functools.wraps: __name__, __doc__,
+    // __wrapped__, ...), each fn.name = value, after it is remembered so a
+    // value may refer back to it.
+    const int t = memo_[v.get()];
+    auto store = [&](const VarPtr& key, const VarPtr& value) -> absl::Status {
+      absl::StatusOr<std::string> name = python::AsString(key->object);
+      if (!name.ok()) return Unrebuildable("a function attribute without a str name");
+      if (absl::Status s = Load(value); !s.ok()) return s;
+      Emit(op::kLoadFast, t);
+      Emit(op::kStoreAttr, Name(*name));
+      return absl::OkStatus();
+    };
+    for (size_t i = 0; i < v->keys.size(); ++i) {
+      if (absl::Status s = store(v->keys[i], v->items[i]); !s.ok()) return s;
+    }
+    if (v->instance_dict) {
+      for (size_t i = 0; i < v->instance_dict->keys.size(); ++i) {
+        if (absl::Status s = store(v->instance_dict->keys[i], v->instance_dict->items[i]); !s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
   }
 
   // A `with torch.no_grad():` block the trace stopped inside, entered again

@@ -39,7 +39,7 @@ using python::Object;
 // "takes no keyword arguments" before reading any argument.
 bool TakesNoKeywords(const std::string& name) {
   static constexpr absl::string_view kNames[] = {
-      "len", "isinstance", "issubclass", "range", "iter", "next", "getattr", "hasattr", "callable",
+      "len", "isinstance", "issubclass", "range", "iter", "next", "getattr", "hasattr", "setattr", "callable",
       "abs", "divmod", "id", "repr", "hash", "map", "filter", "set", "frozenset", "list", "tuple",
       "reversed", "any", "all", "bool", "float", "super"};
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);

@@ -20,6 +20,16 @@
 namespace dynamo::trace {
 namespace {
 
+// A function's attributes that are no __dict__ entries but may be set to
+// any value of the right type (what functools.update_wrapper copies).
+bool FunctionSlot(const std::string& name) {
+  return name == "__name__" || name == "__qualname__" || name == "__doc__" || name == "__module__" ||
+         name == "__annotations__" || name == "__type_params__";
+}
+bool MadeInTrace(const VarPtr& fn) {
+  return fn->kind == VarKind::kFunction && fn->object && PyCode_Check(fn->object.get());
+}
+
 using python::Object;
 
 // torch's own attributes ("nn.Module", "no_grad", "_C._is_tracing"), resolved
@@ -1199,7 +1209,17 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
 absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& name) {
   Object owner;  // what hasattr is asked of
   bool instance = false;
-  if (v->kind == VarKind::kFunction && v->object && PyCode_Check(v->object.get())) {
+  if (MadeInTrace(v)) {
+    if (name == "__dict__") return true;
+    for (const VarPtr& key : v->keys) {
+      if (python::AsString(key->object).value_or("") == name) return true;
+    }
+    if (v->instance_dict) {
+      absl::StatusOr<std::optional<size_t>> at =
+          FindDictKey(v->instance_dict->keys, Var::Constant(python::FromString(name)));
+      if (!at.ok()) return at.status();
+      if (*at) return true;
+    }
     owner = FunctionStandIn(v);  // a real function of its code: asked as the instance
     instance = true;
   } else if (v->object && !v->is_tensor()) {
@@ -1474,6 +1494,16 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
     if (*next) return **next;
     if (args.size() == 2) return args[1];
     return RaiseNew(PyExc_StopIteration, "");
+  }
+  if (name == "setattr") {
+    // setattr(o, "name", v) is o.name = v.
+    if (absl::Status s = arity(3, 3); !s.ok()) return s;
+    absl::StatusOr<Object> attr = ToPython(args[1]);
+    if (!attr.ok() || !PyUnicode_Check(attr->get())) {
+      return Break(ir::GraphBreak::OTHER, "setattr() with a name that is no constant str", "");
+    }
+    if (absl::Status s = StoreAttr(args[0], *python::AsString(*attr), args[2]); !s.ok()) return s;
+    return constant(python::None());
   }
   if (name == "getattr" || name == "hasattr") {
     if (absl::Status s = arity(2, name == "hasattr" ? 2 : 3); !s.ok()) return s;
@@ -1999,7 +2029,17 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
           VarPtr d = name == "__defaults__" ? obj->defaults : obj->kwdefaults;
           return d ? d : Var::Constant(python::None());
         }
-        if (name == "__closure__" || name == "__dict__" || name == "__self__") break;
+        if (name == "__dict__") return FunctionDict(obj);
+        for (size_t i = 0; i < obj->keys.size(); ++i) {  // __name__ and the like, once set
+          if (python::AsString(obj->keys[i]->object).value_or("") == name) return obj->items[i];
+        }
+        if (obj->instance_dict) {
+          absl::StatusOr<std::optional<size_t>> at =
+              FindDictKey(obj->instance_dict->keys, Var::Constant(python::FromString(name)));
+          if (!at.ok()) return at.status();
+          if (*at) return obj->instance_dict->items[**at];
+        }
+        if (name == "__closure__" || name == "__self__") break;
         Object stand_in = FunctionStandIn(obj);
         Object value = stand_in ? Object::Steal(PyObject_GetAttrString(stand_in.get(), name.c_str())) : Object();
         if (!value) {
@@ -2512,8 +2552,39 @@ void Translator::MarkMutated(const VarPtr& container) {
   side_effects_.push_back(std::move(e));
 }
 
+VarPtr Translator::FunctionDict(const VarPtr& fn) {
+  if (!fn->instance_dict) fn->instance_dict = Var::Dict({}, {});
+  return fn->instance_dict;
+}
+
+absl::Status Translator::StoreFunctionAttr(const VarPtr& fn, const std::string& name, const VarPtr& value) {
+  if (FunctionSlot(name)) {
+    // The types CPython's setters take (None also deletes __doc__'s text).
+    bool right_type = true;
+    if (name == "__name__" || name == "__qualname__") {
+      right_type = value->is_constant() && PyUnicode_Check(value->object.get());
+    } else if (name == "__annotations__") {
+      right_type = value->kind == VarKind::kDict && !value->container_class;
+    } else if (name == "__type_params__") {
+      right_type = value->kind == VarKind::kTuple || (value->is_constant() && PyTuple_Check(value->object.get()));
+    }
+    if (!right_type) {
+      return Break(ir::GraphBreak::OTHER, absl::StrCat("setting a function's ", name, " to ", Describe(*value)),
+                   "the type is not one the attribute takes: the function would raise TypeError");
+    }
+    return AddDictEntry(fn->keys, fn->items, Var::Constant(python::FromString(name)), value);
+  }
+  if (name == "__code__" || name == "__defaults__" || name == "__kwdefaults__" || name == "__globals__" ||
+      name == "__closure__" || name == "__dict__" || name == "__builtins__") {
+    return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat("setting ", name, " of a function made in the trace"),
+                 "only plain attributes and what functools.wraps copies are traced");
+  }
+  return DictSet(FunctionDict(fn), Var::Constant(python::FromString(name)), value);
+}
+
 absl::Status Translator::StoreAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
   if (obj->kind == VarKind::kUserObject) return StoreUserObjectAttr(obj, name, value);
+  if (MadeInTrace(obj)) return StoreFunctionAttr(obj, name, value);
   if (IsUserDict(obj)) return StoreUserDictAttr(obj, name, value, /*through_class=*/true);
   const bool settable = obj->object && (obj->kind == VarKind::kNNModule || obj->kind == VarKind::kOpaque);
   if (!settable || value->kind == VarKind::kNNModule ||

@@ -253,7 +253,7 @@ Translator::Translator(const ops::Registry& registry)
                            "hasattr", "super", "reversed", "iter", "next", "dict", "str",
                            "any", "all", "print", "callable", "sorted", "type", "divmod",
                            "round", "issubclass", "id", "repr", "hash", "map", "filter", "set",
-                           "frozenset"}) {
+                           "frozenset", "setattr"}) {
     PyObject* b = PyDict_GetItemString(builtins.get(), name);  // borrowed; builtins live forever
     if (b != nullptr) builtins_[b] = name;
   }

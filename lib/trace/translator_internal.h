@@ -186,6 +186,10 @@ class Translator {
   // store, get/pop/setdefault and `in` of a dict goes through it, so that
   // they agree on hashability and on which keys are one.
   absl::StatusOr<std::optional<size_t>> FindDictKey(const std::vector<VarPtr>& keys, const VarPtr& key);
+  // A function made during the trace: its __dict__ tracker, and attribute
+  // stores into it (or into __name__ and the like; see Var::instance_dict).
+  VarPtr FunctionDict(const VarPtr& fn);
+  absl::Status StoreFunctionAttr(const VarPtr& fn, const std::string& name, const VarPtr& value);
   // One key: value pair of a dict display or item store, merged into an
   // equal earlier key.
   absl::Status AddDictEntry(std::vector<VarPtr>& keys, std::vector<VarPtr>& values, const VarPtr& key,

@@ -542,8 +542,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::UserObjectBuiltin(const std::s
   for (const VarPtr& a : args) any |= a->kind == VarKind::kUserObject;
   for (const auto& kv : kwargs) any |= kv.second->kind == VarKind::kUserObject;
   if (!any) return std::nullopt;
-  for (const char* allowed : {"isinstance", "issubclass", "type", "getattr", "hasattr", "super", "callable",
-                              "bool", "print"}) {
+  for (const char* allowed : {"isinstance", "issubclass", "type", "getattr", "hasattr", "setattr", "super",
+                              "callable", "bool", "print"}) {
     if (name == allowed) return std::nullopt;  // these read only the class, attributes or the tracker
   }
   // These only iterate their arguments, which runs type(obj).__iter__

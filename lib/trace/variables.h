@@ -127,7 +127,10 @@ struct Var {
   VarPtr user_class;
   // kDict made by calling a Python subclass of dict (user_dicts.cc): its
   // instance attributes, the kDict that obj.__dict__ reads; `object` is a
-  // blank stand-in made by the base's __new__, as for kUserObject.
+  // blank stand-in made by the base's __new__, as for kUserObject. A
+  // kFunction made during the trace: its __dict__ (attributes set on it,
+  // functools.wraps's __wrapped__), made when first needed; its __name__,
+  // __qualname__, __doc__ and __module__ once set are `keys` / `items`.
   VarPtr instance_dict;
   // kDType / kDevice / kGradMode
   ops::DType dtype = ops::DType::kFloat32;

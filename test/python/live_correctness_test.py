@@ -235,6 +235,35 @@ def tensor_grad_reads():
 
 
 @minimal
+def functools_wraps_on_functions_made_in_the_trace():
+    # update_wrapper's setattr and __wrapped__ store on a function the trace
+    # made are traced, read back, and rebuilt on the function it returns.
+    def wrapping(x):
+        def inner(a):
+            "doubles"
+            return a * 2
+
+        @functools.wraps(inner)
+        def outer(a):
+            return inner(a) + 1
+        outer.tag = "t"
+        setattr(outer, "count", 3)
+        return outer(x), outer.__name__, outer.__doc__, outer.__wrapped__ is inner, hasattr(outer, "tag"), outer
+
+    x = torch.ones(3)
+    counter = Counter()
+    e, o = wrapping(x), dynamo.optimize(counter, nopython=True)(wrapping)(x)
+    fe, fo = e[-1], o[-1]
+    facts = lambda f: (f.__name__, f.__qualname__, f.__doc__, f.__wrapped__.__name__, f.tag, f.count,  # noqa: E731
+                       sorted(f.__dict__), f(torch.ones(1)).tolist())
+    if not (same(e[0], o[0]) and e[1:-1] == o[1:-1] and facts(fe) == facts(fo) and counter.graphs == 1):
+        FAILURES.append(f"functools.wraps: eager {e[1:-1]} {facts(fe)} optimized {o[1:-1]} {facts(fo)} "
+                        f"({counter.graphs} graphs)")
+        return False
+    return True
+
+
+@minimal
 def attribute_absence():
     class Cfg:
         pass
