@@ -155,10 +155,11 @@ absl::StatusOr<std::vector<VarPtr>> Translator::SetMembers(const VarPtr& set) {
 std::optional<absl::StatusOr<bool>> Translator::ContainsInRealSet(const VarPtr& container, const VarPtr& item) {
   // A frozenset read from the frame (frozenset([torch.add])): immutable, so
   // the very object (identity guarded) answers for an item that is a real
-  // object hashed by identity or a constant.
-  if (container->kind != VarKind::kOpaque || !container->object || !PyFrozenSet_CheckExact(container->object.get())) {
-    return std::nullopt;
-  }
+  // object hashed by identity or a constant. So does a set of constants
+  // (set(), {1, 2}) for such an object.
+  const bool real_frozenset =
+      container->kind == VarKind::kOpaque && container->object && PyFrozenSet_CheckExact(container->object.get());
+  if (!real_frozenset && !IsSetObject(container)) return std::nullopt;
   if (item->is_tensor()) return std::nullopt;
   Object key;
   if (absl::StatusOr<Object> value = ToPython(item); value.ok()) {
@@ -169,7 +170,7 @@ std::optional<absl::StatusOr<bool>> Translator::ContainsInRealSet(const VarPtr& 
   } else {
     return std::nullopt;
   }
-  if (container->source) guards_.IdMatch(container->source, container->object);
+  if (real_frozenset && container->source) guards_.IdMatch(container->source, container->object);
   int r = PySet_Contains(container->object.get(), key.get());
   if (r < 0) return absl::StatusOr<bool>(python::FetchError("frozenset contains"));
   return absl::StatusOr<bool>(r == 1);

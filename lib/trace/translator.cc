@@ -1163,6 +1163,8 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
         : absl::StatusOr<python::Object>(container->object);
     absl::StatusOr<python::Object> i = c.ok() ? ToPython(item) : c.status();
     if (!i.ok()) {
+      // An object hashed by identity (a module in nn.Module's `memo = set()`).
+      if (std::optional<absl::StatusOr<bool>> r = ContainsInRealSet(container, item)) return *std::move(r);
       return Break(ir::GraphBreak::OTHER, absl::StrCat("'in' of ", Describe(*item), " in ", Describe(*container)),
                    "membership is traced for Python values and containers of trackers");
     }

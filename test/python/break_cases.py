@@ -1845,7 +1845,8 @@ class _WithParameters(torch.nn.Module):
         first = next(self.parameters())
         count = sum(p.numel() for p in self.parameters())
         names = [n for n, _ in self.named_parameters()]
-        return self.norm(self.fc(x.to(first.dtype))) * count, names
+        modules = [n for n, _ in self.named_modules()]  # its memo: a set() holding modules
+        return self.norm(self.fc(x.to(first.dtype))) * count, names, modules
 
 
 _with_parameters = _WithParameters()
@@ -1857,5 +1858,5 @@ def module_parameters_in_forward(x):
 
 case("module_parameters_in_forward", module_parameters_in_forward, [lambda: A(T(2, 3, seed=187))],
      graphs=1, breaks=0, tags=("generators", "modules"),
-     why="next(self.parameters()), sum over them and named_parameters() are traced through nn.Module's "
-         "generators (`yield from`) | [linear, layer_norm, mul]")
+     why="next(self.parameters()), sum over them, named_parameters() and named_modules() are traced through "
+         "nn.Module's generators (`yield from`, a memo set of modules) | [linear, layer_norm, mul]")
