@@ -160,6 +160,11 @@ std::optional<absl::StatusOr<bool>> Translator::ContainsInRealSet(const VarPtr& 
   const bool real_frozenset =
       container->kind == VarKind::kOpaque && container->object && PyFrozenSet_CheckExact(container->object.get());
   if (!real_frozenset && !IsSetObject(container)) return std::nullopt;
+  // Nothing is in an empty set (a tensor, hashed by identity, included).
+  if (IsSetObject(container) && PySet_GET_SIZE(container->object.get()) == 0 && !item->is_ndarray &&
+      (item->is_tensor() || (item->object && HashesByIdentity(item->object.get())))) {
+    return absl::StatusOr<bool>(false);
+  }
   if (item->is_tensor()) return std::nullopt;
   Object key;
   if (absl::StatusOr<Object> value = ToPython(item); value.ok()) {

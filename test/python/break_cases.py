@@ -1838,6 +1838,8 @@ class _WithParameters(torch.nn.Module):
         super().__init__()
         self.fc = torch.nn.Linear(3, 3)
         self.norm = torch.nn.LayerNorm(3)
+        self.tied = torch.nn.Linear(3, 3)
+        self.tied.weight = self.fc.weight  # named_parameters() lists it once (a memo set of tensors)
 
     def forward(self, x):
         # nn.Module.parameters() / named_parameters() are generators built on
