@@ -603,12 +603,14 @@ absl::Status Translator::CheckHashable(const VarPtr& key) {
     return Break(ir::GraphBreak::OTHER, absl::StrCat(Describe(*key), " as a dict key"),
                  "its class is unhashable: the function would raise TypeError");
   }
-  // enum.Enum's own __hash__ is hash(self._name_): no user code runs.
-  PyObject* enum_hash = nullptr;
-  if (PyObject* enum_class = StdlibObject("enum", "Enum"); enum_class != nullptr && PyType_Check(enum_class)) {
-    enum_hash = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(enum_class), python::FromString("__hash__").get());
-  }
-  if (hash != nullptr && PyFunction_Check(hash) && hash != enum_hash) {
+  // A Python __hash__ is user code, except enum.Enum's own (hash of the
+  // member's name), looked up only when a Python __hash__ is met.
+  auto enum_hash = [&]() -> PyObject* {
+    PyObject* enum_class = StdlibObject("enum", "Enum");
+    if (enum_class == nullptr || !PyType_Check(enum_class)) return nullptr;
+    return _PyType_Lookup(reinterpret_cast<PyTypeObject*>(enum_class), python::FromString("__hash__").get());
+  };
+  if (hash != nullptr && PyFunction_Check(hash) && hash != enum_hash()) {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("hashing ", Describe(*key), " runs its Python __hash__"),
                  "use keys of builtin types (str, int, tuples of them) or objects hashed by identity");
   }
