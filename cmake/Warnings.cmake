@@ -14,3 +14,7 @@ if(DYNAMO_SANITIZE)
                       -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(DYNAMO_FUZZ)
+  # Coverage feedback for libFuzzer from every library the harnesses reach.
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

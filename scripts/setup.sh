@@ -17,6 +17,7 @@ packages=(
   libabsl-dev libprotobuf-dev protobuf-compiler
   catch2 libcli11-dev libbenchmark-dev
   graphviz
+  clang libclang-rt-14-dev  # the sanitizer build and the fuzz harnesses (test/fuzz)
 )
 # The interpreter the venv is made from: a shared-library CPython 3.11.
 base_python=""

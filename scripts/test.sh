@@ -17,10 +17,24 @@ cmake --build build
 ctest --test-dir build --output-on-failure --parallel 2 "$@"
 [ $# -eq 0 ] || exit 0
 
+# The sanitizer build (issue 16): clang with AddressSanitizer,
+# UndefinedBehaviorSanitizer and libFuzzer coverage. It runs the C++ tests
+# (the interpreter embedded, torch imported where they need it), the CLIs
+# under the CLI and security tests, every harness's seeds and regression
+# inputs, and a short fuzzing run of each harness (scripts/fuzz.sh runs
+# the long ones). DYNAMO_SANITIZE_BUILD=0 skips it.
+sanitizer_tests='python_test|bytecode_test|bytecode_rewrite_test|guards_test|ir_test|ops_registry_test|ops_sym_test|capture_test|embed_module_test|cli_test|security_test|fuzz_'
+if [ "${DYNAMO_SANITIZE_BUILD:-1}" = 1 ]; then
+  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DDYNAMO_WERROR=ON -DDYNAMO_FUZZ=ON \
+        -DDYNAMO_PYTHON="$venv/bin/python" -DDYNAMO_BUILD_BENCHMARKS=OFF -DDYNAMO_FUZZ_SMOKE_SECONDS=30
+  cmake --build build-asan
+  ctest --test-dir build-asan --output-on-failure --parallel 2 -R "$sanitizer_tests"
+fi
+
 # The tests that depend on the interpreter's version: its bytecode (decoder,
 # assembler, the standard library's and torch's code objects), the
 # translator, the rewrite and resume functions, the frame evaluator, guards.
-version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|capture_test|backends_test|memory_test|concurrency_test|adversarial_test|api_parity|device_runners'
+version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|capture_test|backends_test|memory_test|concurrency_test|adversarial_test|faults_test|api_parity|device_runners'
 for version in ${DYNAMO_EXTRA_PYTHONS-3.12 3.13}; do
   base=$(ls -d "$HOME/.pyenv/versions/$version".*/bin/python"$version" 2>/dev/null | tail -n 1 || true)
   if [ -z "$base" ]; then

@@ -44,7 +44,7 @@ std::string Utf8(PyObject* str) {
   Py_ssize_t size = 0;
   const char* s = str ? PyUnicode_AsUTF8AndSize(str, &size) : nullptr;
   if (s == nullptr) {
-    PyErr_Clear();
+    python::ClearError();
     return "";
   }
   return std::string(s, static_cast<size_t>(size));

@@ -8,10 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "lib/capture/ir_text.h"
+#include "lib/graph/checker.h"
 
 namespace dynamo::capture {
 namespace {
@@ -162,48 +165,118 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
 
 namespace {
 
+// A parser's message as part of one error line: newlines and tabs become
+// spaces, and a very long message (a JSON parser may quote its input) is cut.
+std::string OneLine(absl::string_view message) {
+  constexpr size_t kMax = 300;
+  std::string out(message.substr(0, kMax));
+  for (char& c : out) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  if (message.size() > kMax) out += "...";
+  return out;
+}
+
 // Keeps the text parser's complaints out of stderr: the caller reports one
 // line of its own.
 class QuietErrors : public google::protobuf::io::ErrorCollector {
  public:
-  void AddError(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
+    if (first.empty()) first = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+  }
+  std::string first;
+};
+
+// Routes protobuf's log lines (the binary parser's "invalid UTF-8" among
+// them) into `first_` while it lives, instead of stderr. The handler is
+// process-wide, so the parse that installs it holds a lock.
+class ProtobufLogCapture {
+ public:
+  ProtobufLogCapture() : lock_(&mutex_) {
+    first_.clear();
+    previous_ = google::protobuf::SetLogHandler(&Record);
+  }
+  ~ProtobufLogCapture() { google::protobuf::SetLogHandler(previous_); }
+  ProtobufLogCapture(const ProtobufLogCapture&) = delete;
+  ProtobufLogCapture& operator=(const ProtobufLogCapture&) = delete;
+  const std::string& first() const { return first_; }
+
+ private:
+  static void Record(google::protobuf::LogLevel, const char*, int, const std::string& message) {
+    if (first_.empty()) first_ = message;
+  }
+  static inline absl::Mutex mutex_;
+  static inline std::string first_;
+  absl::MutexLock lock_;
+  google::protobuf::LogHandler* previous_ = nullptr;
 };
 
 }  // namespace
+
+CaptureFormat CaptureFormatOf(absl::string_view path) {
+  if (absl::EndsWith(path, ".pbtxt")) return CaptureFormat::kText;
+  if (absl::EndsWith(path, ".json")) return CaptureFormat::kJson;
+  return CaptureFormat::kBinary;
+}
+
+absl::StatusOr<ir::Capture> ParseCapture(absl::string_view data, CaptureFormat format,
+                                         absl::string_view name) {
+  ir::Capture c;
+  std::string why;
+  {
+    ProtobufLogCapture log;
+    bool ok = false;
+    switch (format) {
+      case CaptureFormat::kText: {
+        // The text parser recurses per nested message with no limit of its
+        // own; the binary and JSON parsers stop at 100, and so does this one.
+        google::protobuf::TextFormat::Parser parser;
+        QuietErrors quiet;
+        parser.RecordErrorsTo(&quiet);
+        parser.SetRecursionLimit(100);
+        ok = parser.ParseFromString(std::string(data), &c);
+        why = quiet.first;
+        break;
+      }
+      case CaptureFormat::kJson: {
+        const auto s = google::protobuf::util::JsonStringToMessage(std::string(data), &c);
+        ok = s.ok();
+        if (!ok) why = std::string(s.message().data(), s.message().size());
+        break;
+      }
+      case CaptureFormat::kBinary:
+        ok = c.ParseFromArray(data.data(), static_cast<int>(data.size()));
+        break;
+    }
+    if (why.empty()) why = log.first();
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a libdynamo capture",
+                                                     why.empty() ? "" : ": ", OneLine(why)));
+    }
+  }
+  // Every writer sets the version; an empty file (or a directory, which
+  // reads as one) parses as a capture without it.
+  if (c.ir_version() == ir::IR_VERSION_UNSPECIFIED) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a libdynamo capture (no IR version)"));
+  }
+  if (c.ir_version() > ir::IR_VERSION_CURRENT) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' has IR version ", c.ir_version(),
+                                                   "; this build reads up to ",
+                                                   static_cast<int>(ir::IR_VERSION_CURRENT)));
+  }
+  if (absl::Status s = graph::CheckCapture(c); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a valid libdynamo capture: ", OneLine(s.message())));
+  }
+  return c;
+}
 
 absl::StatusOr<ir::Capture> ReadCapture(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  std::string data = buffer.str();
-  ir::Capture c;
-  bool ok;
-  if (absl::EndsWith(path, ".pbtxt")) {
-    // The text parser recurses per nested message with no limit of its own;
-    // the binary and JSON parsers stop at 100, and so does this one.
-    google::protobuf::TextFormat::Parser parser;
-    QuietErrors quiet;
-    parser.RecordErrorsTo(&quiet);
-    parser.SetRecursionLimit(100);
-    ok = parser.ParseFromString(data, &c);
-  } else if (absl::EndsWith(path, ".json")) {
-    ok = google::protobuf::util::JsonStringToMessage(data, &c).ok();
-  } else {
-    ok = c.ParseFromString(data);
-  }
-  if (!ok) return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a libdynamo capture"));
-  // Every writer sets the version; an empty file (or a directory, which
-  // reads as one) parses as a capture without it.
-  if (c.ir_version() == ir::IR_VERSION_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a libdynamo capture (no IR version)"));
-  }
-  if (c.ir_version() > ir::IR_VERSION_CURRENT) {
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' has IR version ", c.ir_version(),
-                                                   "; this build reads up to ",
-                                                   static_cast<int>(ir::IR_VERSION_CURRENT)));
-  }
-  return c;
+  return ParseCapture(buffer.str(), CaptureFormatOf(path), path);
 }
 
 std::string FormatDot(const ir::Capture& c) {

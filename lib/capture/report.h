@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/dynamo_ir.pb.h"
 
 namespace dynamo::capture {
@@ -30,8 +31,21 @@ namespace dynamo::capture {
 // file:line. Deterministic: the same capture gives the same text.
 [[nodiscard]] std::string FormatDot(const ir::Capture& capture);
 
-// Reads a capture written by dynamo-export (.pb, .pbtxt or .json by extension)
-// and refuses IR versions newer than this build understands.
+// The three encodings dynamo-export writes.
+enum class CaptureFormat { kBinary, kText, kJson };
+// By extension: .pbtxt is text, .json JSON, anything else binary.
+[[nodiscard]] CaptureFormat CaptureFormatOf(absl::string_view path);
+
+// Parses an untrusted capture and accepts it only if every consumer can use
+// it: it must parse completely, carry an IR version this build reads, and
+// pass graph::CheckCapture (no dangling node references, known kinds, one
+// output per graph...). Errors are one line that starts with `name`;
+// protobuf's own log lines are folded into it instead of reaching stderr.
+[[nodiscard]] absl::StatusOr<ir::Capture> ParseCapture(absl::string_view data, CaptureFormat format,
+                                                       absl::string_view name);
+
+// Reads a capture written by dynamo-export (.pb, .pbtxt or .json by
+// extension) through ParseCapture.
 [[nodiscard]] absl::StatusOr<ir::Capture> ReadCapture(const std::string& path);
 
 }  // namespace dynamo::capture

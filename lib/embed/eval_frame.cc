@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/embed/frame.h"
 #include "lib/guards/evaluator.h"
+#include "lib/python/error.h"
 #include "lib/python/object.h"
 #include "proto/dynamo_ir.pb.h"
 
@@ -282,7 +283,7 @@ std::shared_ptr<const Entry> AddEntry(CodeState* state, PyObject* cb, Entry entr
     if (watch) {
       it = owners->emplace(cb, Owner{std::move(watch), {}}).first;
     } else {
-      PyErr_Clear();  // no weak references to this callback: the entry holds it
+      python::ClearError();  // no weak references to this callback: the entry holds it
     }
   }
   if (it != owners->end()) {
@@ -305,7 +306,7 @@ bool Skipped(PyCodeObject* co) {
   if (!(co->co_flags & CO_OPTIMIZED)) return true;
   const char* file = PyUnicode_AsUTF8(co->co_filename);
   if (file == nullptr) {
-    PyErr_Clear();
+    python::ClearError();
     return true;
   }
   std::string f(file);
@@ -366,7 +367,7 @@ bool FillNames(CodeState* state, PyCodeObject* co) {
 CodeState* StateOf(PyCodeObject* co) {
   void* extra = nullptr;
   if (frame::GetCodeExtra(reinterpret_cast<PyObject*>(co), extra_index, &extra) != 0) {
-    PyErr_Clear();
+    python::ClearError();
     return nullptr;
   }
   if (extra != nullptr) return static_cast<CodeState*>(extra);
@@ -376,12 +377,12 @@ CodeState* StateOf(PyCodeObject* co) {
   if (!state->skip) {
     // localsplus: varnames, cells that are not arguments, free variables.
     if (!FillNames(state, co)) {
-      PyErr_Clear();
+      python::ClearError();
       state->skip = true;
     }
   }
   if (frame::SetCodeExtra(reinterpret_cast<PyObject*>(co), extra_index, state) != 0) {
-    PyErr_Clear();
+    python::ClearError();
     delete state;
     return nullptr;
   }
@@ -539,6 +540,9 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
       EvaluatorOff off;
       holds = e->guards.Check(view);
     }
+    // Ctrl-C inside a guard's Python (__getattr__, __eq__) stops the call
+    // here rather than reading as a failed guard (python::ClearError).
+    if (python::RaisePendingInterrupt()) return nullptr;
     if (holds) {
       ++hits;
       e->hit = true;
@@ -590,6 +594,7 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
     std::optional<std::string> why = last->guards.Explain(view);
     if (why) reason = python::FromString(*why);
   }
+  if (python::RaisePendingInterrupt()) return nullptr;
   // Capture with the evaluator off: the callback's own frames (the runtime,
   // the backend) run as plain Python.
   Object keep = Object::Borrow(cb);
@@ -619,6 +624,7 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
     EvaluatorOff off;
     return guards::GuardEvaluator::Compile(capture.guards(), view);
   }();
+  if (python::RaisePendingInterrupt()) return nullptr;  // not a reason to skip the code
   if (!compiled.ok()) {
     std::string msg = absl::StrCat("dynamo: running ", PyUnicode_AsUTF8(frame::Code(frame)->co_qualname),
                                    " eagerly: its guards cannot be checked (", compiled.status().message(), ")");
@@ -683,7 +689,7 @@ absl::Status Install() {
     if (!m.ok()) continue;
     Object file = Object::Steal(PyObject_GetAttrString(m->get(), "__file__"));
     if (!file || !PyUnicode_Check(file.get())) {
-      PyErr_Clear();
+      python::ClearError();
       continue;
     }
     std::string f = PyUnicode_AsUTF8(file.get());
@@ -691,13 +697,13 @@ absl::Status Install() {
     // os.py lives in the standard library's top directory.
     skip_prefixes->push_back(dir);
   }
-  PyErr_Clear();
+  python::ClearError();
   if (absl::StatusOr<Object> torch_c = python::Import("torch._C"); torch_c.ok()) {
     Object dyn = Object::Steal(PyObject_GetAttrString(torch_c->get(), "_dynamo"));
     Object frames = dyn ? Object::Steal(PyObject_GetAttrString(dyn.get(), "eval_frame")) : Object();
     if (frames) torch_set_eval_frame = PyObject_GetAttrString(frames.get(), "set_eval_frame");
   }
-  PyErr_Clear();
+  python::ClearError();
   return absl::OkStatus();
 }
 

@@ -50,7 +50,7 @@ const ExceptionTypes& Exceptions() {
 
 // Sets `obj.name = value`; an exception object takes any attribute.
 void SetAttr(const Object& obj, const char* name, const Object& value) {
-  if (value && PyObject_SetAttrString(obj.get(), name, value.get()) != 0) PyErr_Clear();
+  if (value && PyObject_SetAttrString(obj.get(), name, value.get()) != 0) python::ClearError();
 }
 
 // Status messages are ours, but may quote bytes from a script: never fail on them.
@@ -205,6 +205,8 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
       Object::Borrow(function), self == Py_None ? Object() : Object::Borrow(self),
       Object::Borrow(call_args), Object::Borrow(call_kwargs), id);
   if (!c.ok()) return RaiseStatus(c.status(), Exceptions().capture_error.get());
+  // A capture that an interrupt touched may rest on a probe it cut short.
+  if (python::RaisePendingInterrupt()) return nullptr;
   std::string bytes;
   if (!c->capture.SerializeToString(&bytes)) return RaiseStatus(absl::InternalError("serialising"));
   Object out = Object::Steal(PyDict_New());
@@ -255,16 +257,33 @@ PyCFunction AsCFunction(F* f) {
   return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
 }
 
+// Each function of the module ends by raising an interrupt set aside while
+// it ran (python::ClearError): the interrupt is what the caller sees, even
+// where the function would otherwise have succeeded.
+template <auto F>
+struct Interruptible;
+template <typename... A, PyObject* (*F)(A...)>
+struct Interruptible<F> {
+  static PyObject* Call(A... args) {
+    PyObject* result = F(args...);
+    if (python::RaisePendingInterrupt()) {
+      Py_XDECREF(result);
+      return nullptr;
+    }
+    return result;
+  }
+};
+
 PyMethodDef kMethods[] = {
-    {"ir_version", methods::IrVersion, METH_NOARGS,
+    {"ir_version", Interruptible<methods::IrVersion>::Call, METH_NOARGS,
      "ir_version() -> int\n\n"
      "The IR version (proto/dynamo_ir.proto) of the captures this build writes."},
-    {"disassemble", AsCFunction(methods::Disassemble), METH_VARARGS | METH_KEYWORDS,
+    {"disassemble", AsCFunction(Interruptible<methods::Disassemble>::Call), METH_VARARGS | METH_KEYWORDS,
      "disassemble(code, nested=True) -> str\n\n"
      "The listing dynamo-inspect prints for a code object or function: dis's layout,\n"
      "with EXTENDED_ARG folded, no memory addresses, and KW_NAMES resolved. nested\n"
      "also lists the code objects in co_consts, after their parent."},
-    {"capture", AsCFunction(methods::Capture), METH_VARARGS | METH_KEYWORDS,
+    {"capture", AsCFunction(Interruptible<methods::Capture>::Call), METH_VARARGS | METH_KEYWORDS,
      "capture(script, function, inputs=(), *, example_inputs='', weights='none') -> bytes\n\n"
      "Captures `function` of the script at path `script` (imported into this\n"
      "interpreter) for the input specs (['x=f32[8,3]', 'int:2']) or the script's\n"
@@ -272,35 +291,35 @@ PyMethodDef kMethods[] = {
      "Capture (dynamo.loader reads it). weights: 'none' or 'embed'. Raises\n"
      "GraphBreak for a construct that needs a break, CaptureError for any other\n"
      "failure, with a one-line message."},
-    {"set_eval_frame", SetEvalFrame, METH_VARARGS,
+    {"set_eval_frame", Interruptible<SetEvalFrame>::Call, METH_VARARGS,
      "set_eval_frame(callback, cache_size_limit=-1) -> previous callback (-1 keeps the limit)\n\n"
      "Sets this thread's PEP 523 frame evaluator callback (None: off). See\n"
      "lib/embed/eval_frame.h for the callback's contract."},
-    {"run_with_eval_frame", AsCFunction(RunWithEvalFrame), METH_FASTCALL | METH_KEYWORDS,
+    {"run_with_eval_frame", AsCFunction(Interruptible<RunWithEvalFrame>::Call), METH_FASTCALL | METH_KEYWORDS,
      "run_with_eval_frame(callback, cache_size_limit, fn, *args, **kwargs)\n\n"
      "fn(*args, **kwargs) with this thread's frame evaluator callback set for the call\n"
      "(cache_size_limit -1 keeps the current limit)."},
-    {"mark_skip", MarkSkip, METH_O,
+    {"mark_skip", Interruptible<MarkSkip>::Call, METH_O,
      "mark_skip(code)\n\nFrames of this code object always run as CPython runs them."},
-    {"mark_capture", MarkCapture, METH_O,
+    {"mark_capture", Interruptible<MarkCapture>::Call, METH_O,
      "mark_capture(code)\n\nFrames of this code object are captured even where its file is skipped."},
-    {"reset_caches", ResetCaches, METH_NOARGS,
+    {"reset_caches", Interruptible<ResetCaches>::Call, METH_NOARGS,
      "reset_caches()\n\nDrops every cached capture of every code object."},
-    {"cache_stats", CacheStats, METH_NOARGS,
+    {"cache_stats", Interruptible<CacheStats>::Call, METH_NOARGS,
      "cache_stats() -> dict\n\nHits, misses and cached entries of the frame evaluator."},
-    {"capture_dot", methods::CaptureDot, METH_O,
+    {"capture_dot", Interruptible<methods::CaptureDot>::Call, METH_O,
      "capture_dot(capture: bytes) -> str\n\nA serialized Capture as Graphviz DOT (dynamo-inspect --dot)."},
-    {"op_targets", methods::OpTargets, METH_NOARGS,
+    {"op_targets", Interruptible<methods::OpTargets>::Call, METH_NOARGS,
      "op_targets() -> tuple of str\n\n"
      "The op registry's canonical target names ('torch.add', 'Tensor.relu',\n"
      "'operator.getitem', ...), sorted: every target a capture's graph may name."},
-    {"torch_function_modes", TorchFunctionModes, METH_NOARGS,
+    {"torch_function_modes", Interruptible<TorchFunctionModes>::Call, METH_NOARGS,
      "torch_function_modes() -> str\n\n"
      "torch's function-mode stack as guards compare it: '' when empty, else one entry a\n"
      "mode, bottom first, joined by ',': 'device=cuda:0' for torch's default-device\n"
      "mode (torch.set_default_device, `with torch.device(...)`), 'mode=module.Class' for\n"
      "any other."},
-    {"capture_call", methods::CaptureCall, METH_VARARGS,
+    {"capture_call", Interruptible<methods::CaptureCall>::Call, METH_VARARGS,
      "capture_call(function, self, args, kwargs, id) -> dict\n\n"
      "Traces one call of `function` on its real arguments with graph breaks allowed\n"
      "and rewrites it: {'capture': serialized Capture (graph, guards, break),\n"
@@ -342,6 +361,9 @@ absl::Status BindToPackage(const Object& module) {
 }  // namespace
 
 PyObject* RaiseStatus(const absl::Status& status, PyObject* type) {
+  // An interrupt that cut the work short is what the caller sees, not the
+  // failure it caused.
+  if (python::RaisePendingInterrupt()) return nullptr;
   if (status.ok()) {
     PyErr_SetString(PyExc_SystemError, "libdynamo reported an OK status as an error (a bug)");
     return nullptr;

@@ -150,6 +150,10 @@ std::string TypeShortName(PyObject* v) { return _PyType_Name(Py_TYPE(v)); }
 // The pending exception's repr ("KeyError('x')"), clearing it.
 std::string TakeErrorRepr() {
   if (!PyErr_Occurred()) return "no exception";
+  if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) || PyErr_ExceptionMatches(PyExc_SystemExit)) {
+    python::ClearError();  // set aside for the boundary to raise again
+    return "interrupted";
+  }
   PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
@@ -161,7 +165,7 @@ std::string Str(PyObject* o) {
   Object s = Object::Steal(PyObject_Str(o));
   absl::StatusOr<std::string> text = s ? python::AsString(s) : absl::UnknownError("");
   if (!text.ok()) {
-    PyErr_Clear();
+    python::ClearError();
     return "<str failed>";
   }
   return *text;
@@ -170,7 +174,7 @@ std::string Str(PyObject* o) {
 std::string AttrText(PyObject* o, const char* name) {
   Object a = Object::Steal(PyObject_GetAttrString(o, name));
   if (!a) {
-    PyErr_Clear();
+    python::ClearError();
     return "";
   }
   absl::StatusOr<std::string> s = python::AsString(a);
@@ -539,7 +543,7 @@ absl::Status Program::Keep(PyObject* o) {
     return absl::OkStatus();
   }
   if (!PyErr_ExceptionMatches(PyExc_TypeError)) return python::FetchError("watching a guarded object");
-  PyErr_Clear();  // no weak references for this type: held
+  python::ClearError();  // no weak references for this type: held
   kept.push_back(Object::Borrow(o));
   return absl::OkStatus();
 }
@@ -625,12 +629,12 @@ Object Program::ReadAttr(const Step& s, PyObject* base) const {
 Object Program::ModulesOf(PyObject* v) const {
   Object dict = Object::Steal(PyObject_GenericGetDict(v, nullptr));
   if (!dict) {
-    PyErr_Clear();
+    python::ClearError();
     return {};
   }
   PyObject* m = PyDict_GetItemWithError(dict.get(), s_modules.get());
   if (m == nullptr || !IsPlainDict(m)) {
-    PyErr_Clear();
+    python::ClearError();
     return {};
   }
   return Object::Borrow(m);
@@ -713,7 +717,7 @@ bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) co
       if (torch != nullptr) {
         Object cls = Object::Steal(PyObject_GetAttrString(torch, "Tensor"));
         is_tensor = cls && PyObject_IsInstance(v, cls.get()) == 1;
-        PyErr_Clear();
+        python::ClearError();
       }
       *why = is_tensor ? absl::StrCat("type: expected ", IdentityName(t.exact_type), ", got ",
                                       IdentityName(reinterpret_cast<PyObject*>(Py_TYPE(v))))
@@ -740,7 +744,7 @@ bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) co
   }
   if (!same_device) {
     if (why != nullptr) {
-      PyErr_Clear();
+      python::ClearError();
       if (!device) device = TensorField(t, v, t.device_get, s_device.get());
       *why = absl::StrCat("device: expected ", Str(t.device.get()), ", got ", device ? Str(device.get()) : TakeErrorRepr());
     }
@@ -802,7 +806,7 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
     case ir::Guard::EQUALS_MATCH:
       if (SameConstant(v, c.object.get()) == 1) return true;
       if (why != nullptr) {
-        PyErr_Clear();
+        python::ClearError();
         *why = absl::StrCat("expected ", python::Repr(c.object), ", got ", python::Repr(Object::Borrow(v)));
       }
       return false;
@@ -820,7 +824,7 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
       if (c.item) {  // `key in value`, by the container's own rule
         int r = PySequence_Contains(v, c.object.get());
         if (r == (c.present ? 1 : 0)) return true;
-        if (r < 0) PyErr_Clear();
+        if (r < 0) python::ClearError();
         if (why != nullptr) {
           *why = r < 0 ? "'in' raised" : absl::StrCat("expected the key to be ", c.present ? "present" : "absent");
         }
@@ -830,7 +834,7 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
       // fails the guard.
       Object a = Object::Steal(PyObject_GetAttr(v, c.object.get()));
       bool error = !a && !PyErr_ExceptionMatches(PyExc_AttributeError);
-      if (!a) PyErr_Clear();
+      if (!a) python::ClearError();
       if (!error && static_cast<bool>(a) == c.present) return true;
       if (why != nullptr) {
         *why = error ? "hasattr raised" : absl::StrCat("expected the attribute to be ", c.present ? "present" : "absent");
@@ -860,7 +864,7 @@ bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
     return true;
   }
   if (why != nullptr) {
-    PyErr_Clear();
+    python::ClearError();
     *why = absl::StrCat("expected ", g.expected_object ? Str(g.expected_object.get()) : g.expected ? "True" : "False",
                         ", got ", got ? Str(got.get()) : TakeErrorRepr());
   }
@@ -876,7 +880,7 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
         *why = absl::StrCat(guards[guard].sources(static_cast<int>(values.size() - 1)), " cannot be read (",
                             TakeErrorRepr(), ")");
       }
-      PyErr_Clear();
+      python::ClearError();
       return false;
     }
   }
@@ -936,7 +940,7 @@ std::optional<std::string> Program::ExplainGuard(size_t i, const FrameView& f) c
     if (!v) return absl::StrCat(source, ": cannot be read (", TakeErrorRepr(), ")");
     if (Holds(checks[static_cast<size_t>(ref.check)], v.get(), &why)) return std::nullopt;
   }
-  PyErr_Clear();
+  python::ClearError();
   return absl::StrCat(source, ": ", why);
 }
 
@@ -963,7 +967,7 @@ struct Known {
 PyObject* ClassAttr(PyObject* module, const char* cls, const char* name) {
   Object c = Object::Steal(PyObject_GetAttrString(module, cls));
   if (!c || !PyType_Check(c.get())) {
-    PyErr_Clear();
+    python::ClearError();
     return nullptr;
   }
   return python::TypeDictItem(reinterpret_cast<PyTypeObject*>(c.get()), name);
@@ -986,7 +990,7 @@ Known FindKnown() {
          nullptr, nullptr},
     };
   }
-  PyErr_Clear();
+  python::ClearError();
   return k;
 }
 
@@ -1153,7 +1157,7 @@ absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v
   absl::StatusOr<Object> tensor_class = TorchAttr("Tensor");
   if (!tensor_class.ok()) return tensor_class.status();
   if (PyObject_IsInstance(v, tensor_class->get()) != 1) {
-    PyErr_Clear();
+    python::ClearError();
     return absl::FailedPreconditionError(absl::StrCat("expected a tensor, the frame holds ", TypeShortName(v)));
   }
   absl::StatusOr<ops::DType> dt = ops::FromProto(meta.dtype());
@@ -1270,7 +1274,7 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
           // SameConstant, not ==: a NaN the trace read is the NaN the guard
           // expects (torch._dynamo guards it with math.isnan).
           same = SameConstant(v, recorded->get()) == 1;
-          PyErr_Clear();
+          python::ClearError();
         }
         if (!same) {
           return absl::FailedPreconditionError(
@@ -1434,7 +1438,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
         // The fast path must find what Python found; if not, Python's way it is.
         Object fast = p->Read(step, base, at_capture);
         if (fast.get() != value.get()) step.plan = Plan::kGeneric;
-        PyErr_Clear();
+        python::ClearError();
       }
       TreeNode node;
       node.step = std::move(step);
@@ -1548,12 +1552,12 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
   if (p.life->dead) return false;
   for (const GlobalCheck& g : p.globals) {
     if (!p.GlobalHolds(g, nullptr)) {
-      PyErr_Clear();
+      python::ClearError();
       return false;
     }
   }
   if (!p.Run(frame)) {
-    PyErr_Clear();
+    python::ClearError();
     return false;
   }
   for (size_t i = 0; i < p.aliases.size(); ++i) {

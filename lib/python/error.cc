@@ -14,6 +14,40 @@ constexpr absl::string_view kTracebackPayload = "dynamo.python/traceback";
 constexpr absl::string_view kTypePayload = "dynamo.python/type";
 constexpr absl::string_view kSitePayload = "dynamo.python/site";
 
+// The interrupt set aside by ClearError / FetchError (a strong reference to
+// the exception instance, its traceback attached), per thread.
+thread_local PyObject* pending_interrupt = nullptr;
+
+bool IsInterrupt(PyObject* type) {
+  return PyErr_GivenExceptionMatches(type, PyExc_KeyboardInterrupt) ||
+         PyErr_GivenExceptionMatches(type, PyExc_SystemExit);
+}
+
+// `value` itself when it is an interrupt, else the first interrupt among
+// the exceptions it was raised from or while handling (a SystemError "a
+// result with an exception set" wraps an interrupt a C function ignored);
+// borrowed, or null.
+PyObject* InterruptIn(PyObject* value) {
+  for (int depth = 0; value != nullptr && depth < 16; ++depth) {
+    if (IsInterrupt(reinterpret_cast<PyObject*>(Py_TYPE(value)))) return value;
+    PyObject* next = PyException_GetCause(value);  // new references
+    if (next == nullptr) next = PyException_GetContext(value);
+    Py_XDECREF(next);  // the chain keeps it alive while `value` lives
+    value = next;
+  }
+  return nullptr;
+}
+
+// Keeps `value` (a new reference) as this thread's interrupt unless one is
+// already kept.
+void SetAside(PyObject* value) {
+  if (pending_interrupt == nullptr) {
+    pending_interrupt = value;
+  } else {
+    Py_XDECREF(value);
+  }
+}
+
 // The innermost frame of the traceback outside importlib's frozen modules,
 // as "file:line"; "" when there is none. Attribute access keeps this
 // independent of the traceback struct, which changes between versions.
@@ -25,7 +59,7 @@ std::string RaiseSite(const Object& tb) {
     Object code = frame ? Object::Steal(PyObject_GetAttrString(frame.get(), "f_code")) : Object();
     Object file = code ? Object::Steal(PyObject_GetAttrString(code.get(), "co_filename")) : Object();
     if (!file || !line) {
-      PyErr_Clear();
+      ClearError();
       break;
     }
     absl::StatusOr<std::string> name = AsString(file);
@@ -35,7 +69,7 @@ std::string RaiseSite(const Object& tb) {
     }
     t = Object::Steal(PyObject_GetAttrString(t.get(), "tb_next"));
   }
-  PyErr_Clear();
+  ClearError();
   return site;
 }
 
@@ -46,19 +80,19 @@ std::string FormatTraceback(const Object& type, const Object& value, const Objec
   if (!traceback.ok()) return "";
   Object fn = Object::Steal(PyObject_GetAttrString(traceback->get(), "format_exception"));
   if (!fn) {
-    PyErr_Clear();
+    ClearError();
     return "";
   }
   Object lines = Object::Steal(PyObject_CallFunctionObjArgs(
       fn.get(), type.get(), value ? value.get() : Py_None, tb ? tb.get() : Py_None, nullptr));
   if (!lines) {
-    PyErr_Clear();
+    ClearError();
     return "";
   }
   Object empty = FromString("");
   Object joined = Object::Steal(PyUnicode_Join(empty.get(), lines.get()));
   if (!joined) {
-    PyErr_Clear();
+    ClearError();
     return "";
   }
   absl::StatusOr<std::string> text = AsString(joined);
@@ -87,6 +121,10 @@ absl::Status FetchError(absl::string_view context) {
   Object value = Object::Steal(raw_value);
   Object tb = Object::Steal(raw_tb);
   if (tb && value) PyException_SetTraceback(value.get(), tb.get());
+  if (PyObject* interrupt = value ? InterruptIn(value.get()) : nullptr) {
+    Py_INCREF(interrupt);
+    SetAside(interrupt);
+  }
 
   std::string type_name = reinterpret_cast<PyTypeObject*>(type.get())->tp_name;
   std::string message;
@@ -94,7 +132,7 @@ absl::Status FetchError(absl::string_view context) {
     Object str = Object::Steal(PyObject_Str(value.get()));
     absl::StatusOr<std::string> s = str ? AsString(str) : absl::UnknownError("");
     if (s.ok()) message = *s;
-    PyErr_Clear();
+    ClearError();
   }
   std::string summary = message.empty() ? type_name : absl::StrCat(type_name, ": ", message);
   // One line: a multi-line exception message is folded so callers that print
@@ -110,6 +148,40 @@ absl::Status FetchError(absl::string_view context) {
     status.SetPayload(kSitePayload, absl::Cord(site));
   }
   return status;
+}
+
+void ClearError() {
+  PyObject* type = PyErr_Occurred();
+  if (type == nullptr) return;
+  // The common case (an AttributeError from a probe) stays cheap.
+  if (!IsInterrupt(type) && !PyErr_GivenExceptionMatches(type, PyExc_SystemError)) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject *raw_type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&raw_type, &value, &tb);
+  PyErr_NormalizeException(&raw_type, &value, &tb);
+  if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+  if (PyObject* interrupt = value ? InterruptIn(value) : nullptr) {
+    Py_INCREF(interrupt);
+    SetAside(interrupt);
+  }
+  Py_XDECREF(raw_type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+}
+
+bool InterruptPending() { return pending_interrupt != nullptr; }
+
+bool RaisePendingInterrupt() {
+  // One still pending (code that failed without clearing) is raised as it is.
+  if (PyObject* type = PyErr_Occurred(); type != nullptr && IsInterrupt(type)) return true;
+  if (pending_interrupt == nullptr) return false;
+  PyObject* value = pending_interrupt;
+  pending_interrupt = nullptr;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(value)), value);
+  Py_DECREF(value);
+  return true;
 }
 
 std::optional<std::string> PythonTraceback(const absl::Status& status) {

@@ -33,12 +33,18 @@ Object PackTuple(const std::vector<Object>& items) {
 // for a module lists every submodule.
 std::string ShortName(const Object& callable) {
   Object qualname = Object::Steal(PyObject_GetAttrString(callable.get(), "__qualname__"));
-  if (!qualname) PyErr_Clear();
+  if (!qualname) ClearError();
   absl::StatusOr<std::string> s = qualname ? AsString(qualname) : absl::NotFoundError("");
   return s.ok() ? *s : absl::StrCat("a ", TypeName(callable));
 }
 
 }  // namespace
+
+bool HasAttr(PyObject* obj, const char* name) {
+  Object value = Object::Steal(PyObject_GetAttrString(obj, name));
+  if (!value) ClearError();
+  return static_cast<bool>(value);
+}
 
 absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name) {
   Object key = FromString(name);
@@ -48,7 +54,7 @@ absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name) {
 
 Object Attr(PyObject* o, const char* name) {
   Object a = Object::Steal(PyObject_GetAttrString(o, name));
-  if (!a) PyErr_Clear();
+  if (!a) ClearError();
   return a;
 }
 
@@ -121,12 +127,12 @@ std::string Repr(const Object& obj) {
   if (!obj) return "<null>";
   Object r = Object::Steal(PyObject_Repr(obj.get()));
   if (!r) {
-    PyErr_Clear();
+    ClearError();
     return "<repr failed>";
   }
   absl::StatusOr<std::string> s = AsString(r);
   if (!s.ok()) {
-    PyErr_Clear();
+    ClearError();
     return "<repr failed>";
   }
   return *std::move(s);

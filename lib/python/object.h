@@ -58,6 +58,9 @@ class Object {
 // Small conveniences over the C API; each returns a Status carrying the Python
 // exception (see error.h) instead of leaving it set.
 absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name);
+// hasattr(): false when the lookup raises, but unlike PyObject_HasAttr an
+// interrupt raised meanwhile is set aside (ClearError), not dropped.
+bool HasAttr(PyObject* obj, const char* name);
 // o.name, or a null Object when the read fails (the exception cleared): for
 // probes whose failure only means "not this kind of object".
 Object Attr(PyObject* o, const char* name);

@@ -85,7 +85,7 @@ absl::StatusOr<Object> ImportScript(absl::string_view path, const ImportOptions&
       if (existing == nullptr) break;  // names are handed out in order: no later one exists
       Object file_attr = Object::Steal(PyObject_GetAttrString(existing, "__file__"));
       if (!file_attr) {
-        PyErr_Clear();
+        ClearError();
         continue;
       }
       absl::StatusOr<std::string> path_str = AsString(file_attr);
@@ -134,7 +134,7 @@ absl::StatusOr<Object> ImportScript(absl::string_view path, const ImportOptions&
     } else {
       PyDict_DelItemString(modules, name.c_str());
     }
-    PyErr_Clear();
+    ClearError();
     return ImportFailure(path, ran.status());
   }
   return *module;
@@ -195,7 +195,7 @@ absl::StatusOr<Target> ResolveTarget(const Object& module, absl::string_view dot
   if (PyModule_Check(obj)) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "is a module, not a function"));
   }
-  if (PyObject_HasAttrString(obj, "forward")) {
+  if (HasAttr(obj, "forward")) {
     return absl::InvalidArgumentError(absl::StrCat(
         prefix, "is a ", what, " object, not a function; did you mean '", dotted, ".forward'?"));
   }

@@ -23,14 +23,14 @@ const StackAccess* Access() {
   if (access != nullptr) return access;
   PyObject* torch_c = PyImport_GetModule(Object::Steal(PyUnicode_FromString("torch._C")).get());
   if (torch_c == nullptr) {
-    PyErr_Clear();
+    ClearError();
     return nullptr;
   }
   Object c = Object::Steal(torch_c);
   auto* made = new StackAccess{Object::Steal(PyObject_GetAttrString(c.get(), "_len_torch_function_stack")),
                                Object::Steal(PyObject_GetAttrString(c.get(), "_get_function_stack_at")),
                                Object::Steal(PyObject_GetAttrString(c.get(), "_cuda_getDevice"))};
-  PyErr_Clear();
+  ClearError();
   if (!made->length || !made->at) {
     delete made;
     return nullptr;

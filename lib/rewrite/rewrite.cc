@@ -312,14 +312,14 @@ class Emitter {
     if (PyModule_Check(obj.get())) {
       const char* n = PyModule_GetName(obj.get());
       if (n == nullptr) {
-        PyErr_Clear();
+        python::ClearError();
         return Unrebuildable("a module without a name");
       }
       module = n;
     } else {
       Object m = Object::Steal(PyObject_GetAttrString(obj.get(), "__module__"));
       Object q = Object::Steal(PyObject_GetAttrString(obj.get(), "__qualname__"));
-      PyErr_Clear();
+      python::ClearError();
       absl::StatusOr<std::string> ms = m ? python::AsString(m) : absl::NotFoundError("");
       absl::StatusOr<std::string> qs = q ? python::AsString(q) : absl::NotFoundError("");
       if (ms.ok() && qs.ok()) {
@@ -329,7 +329,7 @@ class Emitter {
         // torch.float32 and friends: str() is their path.
         Object str = Object::Steal(PyObject_Str(obj.get()));
         absl::StatusOr<std::string> path = str ? python::AsString(str) : absl::NotFoundError("");
-        PyErr_Clear();
+        python::ClearError();
         if (!path.ok() || path->rfind("torch.", 0) != 0) return Unrebuildable(python::TypeName(obj));
         std::vector<std::string> parts = absl::StrSplit(*path, '.');
         module = parts[0];
@@ -346,7 +346,7 @@ class Emitter {
     for (const std::string& a : attrs) {
       value = Object::Steal(PyObject_GetAttrString(value.get(), a.c_str()));
       if (!value) {
-        PyErr_Clear();
+        python::ClearError();
         return Unrebuildable(absl::StrCat(module, ".", qualname));
       }
     }
@@ -606,7 +606,7 @@ class Emitter {
         if (v->object && PyCode_Check(v->object.get())) return MakeFunction(v);
         if (v->self) {  // a method bound to a tracked object
           Object name = Object::Steal(PyObject_GetAttrString(v->object.get(), "__name__"));
-          PyErr_Clear();
+          python::ClearError();
           absl::StatusOr<std::string> n = name ? python::AsString(name) : absl::NotFoundError("");
           if (!n.ok()) return Unrebuildable("a bound method");
           // self.name is this method unless it was reached another way
@@ -616,7 +616,7 @@ class Emitter {
           if (v->self->object) {
             Object bound = Object::Steal(PyObject_GetAttrString(v->self->object.get(), n->c_str()));
             by_name = bound && PyMethod_Check(bound.get()) && PyMethod_Function(bound.get()) == v->object.get();
-            PyErr_Clear();
+            python::ClearError();
           }
           if (!by_name) {
             BeginCall();

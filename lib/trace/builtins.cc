@@ -50,10 +50,10 @@ std::optional<std::pair<std::string, std::string>> CFunctionName(PyObject* fn) {
   if (fn == nullptr || !PyCFunction_Check(fn)) return std::nullopt;
   Object module = Object::Steal(PyObject_GetAttrString(fn, "__module__"));
   Object name = Object::Steal(PyObject_GetAttrString(fn, "__name__"));
-  PyErr_Clear();
+  python::ClearError();
   absl::StatusOr<std::string> m = module ? python::AsString(module) : absl::NotFoundError("");
   absl::StatusOr<std::string> n = name ? python::AsString(name) : absl::NotFoundError("");
-  PyErr_Clear();
+  python::ClearError();
   if (!m.ok() || !n.ok()) return std::nullopt;
   return std::make_pair(*m, *n);
 }
@@ -244,10 +244,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallStdlibFunction(const VarPt
   if (fn->kind == VarKind::kClass && fn->object && kwargs.empty() && args.size() == 1) {
     // torch.iinfo / torch.finfo of a dtype: a record of constants.
     Object torch = Object::Steal(PyImport_ImportModule("torch"));
-    if (!torch) PyErr_Clear();
+    if (!torch) python::ClearError();
     for (const char* info : {"iinfo", "finfo"}) {
       Object cls = torch ? Object::Steal(PyObject_GetAttrString(torch.get(), info)) : Object();
-      PyErr_Clear();
+      python::ClearError();
       if (!cls || cls.get() != fn->object.get()) continue;
       if (fn->source) guards_.IdMatch(fn->source, fn->object);
       if (args[0]->kind != VarKind::kDType || !args[0]->object) return std::nullopt;

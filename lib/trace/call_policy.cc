@@ -39,13 +39,13 @@ std::optional<PolicyEntry> FindPolicy(PyObject* fn) {
   if (module == nullptr) return std::nullopt;
   Object policy = Object::Steal(PyObject_GetAttrString(module, "_policy"));
   if (!policy || !PyDict_Check(policy.get())) {
-    PyErr_Clear();
+    python::ClearError();
     return std::nullopt;
   }
   Object key = Object::Steal(PyLong_FromVoidPtr(fn));
   PyObject* entry = PyDict_GetItemWithError(policy.get(), key.get());  // borrowed
   if (entry == nullptr) {
-    PyErr_Clear();
+    python::ClearError();
     return std::nullopt;
   }
   // The table holds fn, so its id is not reused while the entry lives; the
@@ -63,14 +63,14 @@ std::optional<PolicyEntry> FindPolicy(PyObject* fn) {
 // "torch.sub", "mymodule.helper": for messages, without memory addresses.
 std::string CallableName(PyObject* fn) {
   Object module = Object::Steal(PyObject_GetAttrString(fn, "__module__"));
-  if (!module) PyErr_Clear();
+  if (!module) python::ClearError();
   Object name = Object::Steal(PyObject_GetAttrString(fn, "__qualname__"));
   if (!name) {
-    PyErr_Clear();
+    python::ClearError();
     name = Object::Steal(PyObject_GetAttrString(fn, "__name__"));
   }
   if (!name) {
-    PyErr_Clear();
+    python::ClearError();
     return python::TypeName(Object::Borrow(fn));
   }
   std::string m = module && PyUnicode_Check(module.get()) ? *python::AsString(module) : "";
@@ -96,11 +96,11 @@ bool HasTensorValue(PyObject* o, int depth = 0) {
   Object tensor_type = Object::Steal(PyImport_ImportModule("torch"));
   Object tensor = tensor_type ? Object::Steal(PyObject_GetAttrString(tensor_type.get(), "Tensor")) : Object();
   if (!tensor) {
-    PyErr_Clear();
+    python::ClearError();
     return false;
   }
   if (PyObject_IsInstance(o, tensor.get()) == 1) return true;
-  PyErr_Clear();
+  python::ClearError();
   if ((PyTuple_Check(o) || PyList_Check(o)) && depth < 32) {
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
       if (HasTensorValue(PySequence_Fast_GET_ITEM(o, i), depth + 1)) return true;
@@ -237,7 +237,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallAutogradFunction(const Var
   static PyObject* apply_slot = nullptr;  // leaked: lives as long as torch
   PyObject* apply = python::LazyObject(apply_slot, [function_class]() -> PyObject* {
     Object bound = function_class ? Object::Steal(PyObject_GetAttrString(function_class, "apply")) : Object();
-    PyErr_Clear();
+    python::ClearError();
     PyObject* f = !bound ? nullptr : PyMethod_Check(bound.get()) ? PyMethod_Function(bound.get()) : bound.get();
     Py_XINCREF(f);
     return f;
@@ -255,7 +255,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallAutogradFunction(const Var
     if (fn->source && fn->source->kind() == Source::Kind::kAttr) guards_.IdMatch(fn->source->base(), Object::Borrow(cls));
   }
   if (cls == nullptr || PyObject_IsSubclass(cls, function_class) != 1) {
-    PyErr_Clear();
+    python::ClearError();
     return std::nullopt;
   }
   std::string name = absl::StrCat(CallableName(cls), ".apply");
@@ -266,7 +266,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallAutogradFunction(const Var
                              : Object();
   absl::StatusOr<std::string> t = target ? python::AsString(target) : absl::StatusOr<std::string>(python::FetchError(""));
   if (!t.ok()) {
-    PyErr_Clear();
+    python::ClearError();
     return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::UNSUPPORTED_CALL,
                                         absl::StrCat(name, ": the dynamo package is not importable here"),
                                         "autograd.Function calls become graph nodes through dynamo.decorators"));

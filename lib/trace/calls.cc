@@ -41,7 +41,7 @@ Object TorchAttr(const char* dotted) {
   if (it != cache->end()) return it->second;
   Object obj = Object::Steal(PyImport_ImportModule("torch"));
   if (!obj) {
-    PyErr_Clear();
+    python::ClearError();
     return obj;
   }
   std::string path(dotted);
@@ -60,7 +60,7 @@ bool IsInstanceOf(PyObject* obj, const char* torch_class) {
   Object cls = TorchAttr(torch_class);
   if (!cls) return false;
   int r = PyObject_IsInstance(obj, cls.get());
-  if (r < 0) PyErr_Clear();
+  if (r < 0) python::ClearError();
   return r == 1;
 }
 
@@ -68,7 +68,7 @@ bool IsParameter(PyObject* obj) {
   PyObject* parameter = StdlibObject("torch.nn", "Parameter");
   if (parameter == nullptr) return false;
   int r = PyObject_IsInstance(obj, parameter);
-  if (r < 0) PyErr_Clear();
+  if (r < 0) python::ClearError();
   return r == 1;
 }
 
@@ -104,13 +104,13 @@ bool IsImmutableConstant(PyObject* o) {
 bool SetOfConstants(PyObject* set) {
   Object it = Object::Steal(PyObject_GetIter(set));
   if (!it) {
-    PyErr_Clear();
+    python::ClearError();
     return false;
   }
   while (Object item = Object::Steal(PyIter_Next(it.get()))) {
     if (!IsImmutableConstant(item.get()) && !PyTuple_Check(item.get())) return false;
   }
-  PyErr_Clear();
+  python::ClearError();
   return true;
 }
 
@@ -168,7 +168,7 @@ std::string AttributeTarget(const Source& source) {
     // The loader makes each step a submodule: a name nn.Module already has
     // (a dict key "cpu", as timm's LeViT caches its biases by device) can
     // be no attribute of one.
-    if (Object module = TorchAttr("nn.Module"); !index && module && PyObject_HasAttrString(module.get(), part.c_str())) {
+    if (Object module = TorchAttr("nn.Module"); !index && module && python::HasAttr(module.get(), part.c_str())) {
       walkable = false;
     }
   }
@@ -298,7 +298,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
       if (fields.ok() && fields->size() == v->items.size()) {
         for (const Object& f : *fields) v->fields.push_back(python::AsString(f).value_or(""));
       }
-      PyErr_Clear();
+      python::ClearError();
     }
     if (PyList_Check(o) && source) {
       // The guards above are for this path; the tracker is the object's one.
@@ -726,7 +726,7 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
     // Tensor.unflatten): its code is traced like any function's.
     if (kind == ir::Node::CALL_METHOD && absl::StartsWith(target, "Tensor.") && !args.empty()) {
       Object method = Attr(TorchAttr("Tensor").get(), target.substr(7).c_str());
-      PyErr_Clear();
+      python::ClearError();
       if (method && PyFunction_Check(method.get())) {
         VarPtr fn = Var::OfKind(VarKind::kFunction, method);
         fn->self = args[0];
@@ -877,7 +877,7 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
     // read through the function itself, whose identity is guarded.
     PyObject* name = PyDict_GetItemString(globals.get(), "__name__");
     PyObject* module = name ? PyDict_GetItemWithError(PyImport_GetModuleDict(), name) : nullptr;
-    if (module == nullptr) PyErr_Clear();
+    if (module == nullptr) python::ClearError();
     if (module == nullptr || !PyModule_Check(module) || PyModule_GetDict(module) != globals.get()) {
       frame.globals_source = Source::Attr(fn->source, "__globals__");
       frame.globals_by_item = true;
@@ -954,7 +954,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           inner->self = fn->self;
           return Inline(inner, std::move(args), std::move(kwargs));
         }
-        PyErr_Clear();
+        python::ClearError();
       }
       return Inline(fn, std::move(args), std::move(kwargs));
     case VarKind::kMethod:
@@ -1120,7 +1120,7 @@ Object Translator::ClassOf(const VarPtr& v) {
         if (np != nullptr && v->numpy_scalar) {  // np.float64 and the like
           Object dtype = Object::Steal(
               PyObject_CallMethod(np, "dtype", "s", std::string(ops::DTypeName(v->meta.dtype)).c_str()));
-          if (!dtype) PyErr_Clear();
+          if (!dtype) python::ClearError();
           return dtype ? Attr(dtype.get(), "type") : Object();
         }
         return np ? Attr(np, "ndarray") : Object();
@@ -1149,7 +1149,7 @@ Object Translator::ClassOf(const VarPtr& v) {
     case VarKind::kDictView: {
       Object d = Object::Steal(PyDict_New());
       Object view = Object::Steal(PyObject_CallMethod(d.get(), v->name.c_str(), nullptr));
-      if (!view) PyErr_Clear();
+      if (!view) python::ClearError();
       return view ? type_of(view.get()) : Object();
     }
     case VarKind::kFunction:
@@ -1193,7 +1193,7 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
     Object dtype = Object::Steal(PyObject_Str(Attr(cls.get(), "dtype").get()));
     absl::StatusOr<std::string> dtype_name = dtype ? python::AsString(dtype) : absl::UnknownError("dtype");
     if (!dtype_name.ok()) {
-      PyErr_Clear();
+      python::ClearError();
       return Break(ir::GraphBreak::OTHER, absl::StrCat("isinstance() with ", python::Repr(cls)), "");
     }
     std::optional<ops::DType> d = ops::DTypeFromName(*dtype_name);
@@ -1243,7 +1243,7 @@ absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& nam
     PyObject* real = v->is_tensor() ? RealTensor(v) : nullptr;
     if (real == nullptr) return false;
     Object a = Object::Steal(PyObject_GetAttrString(real, name.c_str()));
-    if (!a) PyErr_Clear();
+    if (!a) python::ClearError();
     if (!v->source) {
       if (!a) return false;
       return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr() of the attribute '", name, "' a tensor carries"),
@@ -1260,7 +1260,7 @@ absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& nam
       return Break(ir::GraphBreak::OTHER, absl::StrCat("hasattr(", Describe(*v), ", '", name, "') raises ",
                                                        error.message()), "");
     }
-    PyErr_Clear();
+    python::ClearError();
   }
   // Presence is a fact read from the input: guarded like its value would be.
   if (v->source) guards_.HasAttr(v->source, name, static_cast<bool>(a));
@@ -1278,7 +1278,7 @@ Object Translator::FunctionStandIn(const VarPtr& fn) {
   // A function made during the trace is a code object and its globals: a
   // real function of those answers __name__, __qualname__, __module__, __doc__.
   Object f = Object::Steal(PyFunction_New(fn->object.get(), fn->globals ? fn->globals.get() : top_globals_.get()));
-  if (!f) PyErr_Clear();
+  if (!f) python::ClearError();
   return f;
 }
 
@@ -1717,7 +1717,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       if (name == "discard") {
         absl::StatusOr<Object> value = ToPython(item);
         if (!value.ok() || PySet_Discard(self->object.get(), value->get()) < 0) {
-          PyErr_Clear();
+          python::ClearError();
           return Break(ir::GraphBreak::OTHER, "set.discard of a non-constant", "");
         }
       } else if (absl::Status s = AddToSet(self, item); !s.ok()) {  // may make it a kSet
@@ -1868,7 +1868,7 @@ absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string
   // model (.data, .layout, ...) are refused, never guessed.
   Object cls_attr = Attr(TorchAttr("Tensor").get(), name.c_str());
   bool is_method = cls_attr && PyCallable_Check(cls_attr.get()) &&
-                   !PyObject_HasAttrString(cls_attr.get(), "__set__");
+                   !python::HasAttr(cls_attr.get(), "__set__");
   if (!is_method) {
     return Break(ir::GraphBreak::OTHER, absl::StrCat("the tensor attribute .", name, " is not traced"),
                  "read shapes, dtypes and devices; other tensor state is not known while tracing");
@@ -2043,7 +2043,7 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         Object stand_in = FunctionStandIn(obj);
         Object value = stand_in ? Object::Steal(PyObject_GetAttrString(stand_in.get(), name.c_str())) : Object();
         if (!value) {
-          PyErr_Clear();
+          python::ClearError();
           break;
         }
         return Wrap(value, nullptr);

@@ -157,7 +157,7 @@ VarPtr Translator::KeysViewAsSet(const VarPtr& v) {
   for (const VarPtr& k : d->keys) {
     absl::StatusOr<python::Object> key = ToPython(k);
     if (!key.ok() || PySet_Add(set.get(), key->get()) != 0) {
-      PyErr_Clear();
+      python::ClearError();
       return v;
     }
   }

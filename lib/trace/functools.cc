@@ -33,7 +33,7 @@ PyObject* StdlibObject(const char* module, const char* name) {
   if (a.ok()) {
     found = a->release();
   } else {
-    PyErr_Clear();
+    python::ClearError();
   }
   (*cache)[key] = found;
   return found;
@@ -159,7 +159,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::InspectSignature(const VarPtr&
   // parameters, its defaults (guarded where they are) and annotations,
   // unless __wrapped__ or __signature__ redirect it (left to be inlined).
   for (const char* redirect : {"__wrapped__", "__signature__"}) {
-    if (PyObject_HasAttrString(f, redirect)) return std::nullopt;
+    if (python::HasAttr(f, redirect)) return std::nullopt;
   }
   guards_.IdMatch(target->source, target->object);
   for (const char* defaults : {"__defaults__", "__kwdefaults__"}) {

@@ -729,7 +729,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallModuleTreeGenerator(
   python::Object qualname =
       python::Object::Steal(PyObject_GetAttrString(fn->object.get(), "__qualname__"));
   absl::StatusOr<std::string> name = qualname ? python::AsString(qualname) : absl::NotFoundError("");
-  PyErr_Clear();
+  python::ClearError();
   // torch's own implementations (not an override): they only read the
   // module tree, so running them for real has no effect to replay. Each is
   // run as its named_ form, whose names are the paths of what it yields.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/ops/proto_conversion.h"
+#include "lib/python/error.h"
 #include "lib/trace/variables.h"
 
 namespace dynamo::trace {
@@ -54,7 +55,7 @@ std::string IdentityName(const python::Object& value) {
   PyObject* o = value.get();
   auto attr = [](PyObject* obj, const char* name) -> std::string {
     python::Object a = python::Object::Steal(PyObject_GetAttrString(obj, name));
-    if (!a) PyErr_Clear();
+    if (!a) python::ClearError();
     absl::StatusOr<std::string> s = a ? python::AsString(a) : absl::NotFoundError("");
     return s.ok() ? *s : "";
   };

@@ -27,11 +27,11 @@ using python::Object;
 Object Torch(const char* name) {
   Object torch = Object::Steal(PyImport_ImportModule("torch"));
   if (!torch) {
-    PyErr_Clear();
+    python::ClearError();
     return Object();
   }
   Object attr = Object::Steal(PyObject_GetAttrString(torch.get(), name));
-  if (!attr) PyErr_Clear();
+  if (!attr) python::ClearError();
   return attr;
 }
 
@@ -206,7 +206,7 @@ absl::StatusOr<ops::TensorMeta> TensorMetaOf(PyObject* t, const Inputs& inputs) 
   absl::StatusOr<Object> stride = python::CallMethod(Object::Borrow(t), "stride");
   absl::StatusOr<std::vector<int64_t>> strides = stride.ok() ? Ints(*stride) : stride.status();
   if (!sizes.ok() || !strides.ok()) {
-    PyErr_Clear();
+    python::ClearError();
     return absl::InvalidArgumentError("it returns a tensor whose sizes depend on tensor values");
   }
   meta.sizes = *std::move(sizes);
@@ -249,7 +249,7 @@ absl::StatusOr<ops::Value> FromPython(const Object& o, const Inputs& inputs, int
     if (!d.ok()) return d.status();
     return ops::Value(*std::move(d));
   }
-  PyErr_Clear();
+  python::ClearError();
   if ((PyTuple_Check(p) || PyList_Check(p)) && depth < 32) {
     absl::StatusOr<std::vector<Object>> items = python::AsVector(o);
     if (!items.ok()) return items.status();
@@ -281,7 +281,7 @@ class GradMode {
   static void Set(bool enabled) {
     Object c = Torch("_C");
     Object set = c ? Attr(c.get(), "_set_grad_enabled") : Object();
-    if (!set || !python::Call(set, {python::FromBool(enabled)}).ok()) PyErr_Clear();
+    if (!set || !python::Call(set, {python::FromBool(enabled)}).ok()) python::ClearError();
   }
   bool previous_ = true;
 };
@@ -298,7 +298,7 @@ bool Identifier(absl::string_view s) {
 // attributes: the path is one of this file's constants, never input.
 Object TorchPath(absl::string_view path) {
   Object o = Object::Steal(PyImport_ImportModule("torch"));
-  if (!o) PyErr_Clear();
+  if (!o) python::ClearError();
   for (absl::string_view part : absl::StrSplit(path, '.', absl::SkipEmpty())) {
     if (!o) break;
     o = Attr(o.get(), std::string(part).c_str());
@@ -317,7 +317,7 @@ constexpr const char* kOperatorModules[] = {"_C._nn", "_C._linalg", "_C._fft", "
 bool IsInstanceOfPath(PyObject* o, absl::string_view type_path) {
   Object type = TorchPath(type_path);
   int r = type ? PyObject_IsInstance(o, type.get()) : 0;
-  if (r < 0) PyErr_Clear();
+  if (r < 0) python::ClearError();
   return r == 1;
 }
 
@@ -394,7 +394,7 @@ std::optional<std::string> TorchOperatorName(PyObject* fn) {
       candidate = absl::StrCat("torch.ops.aten.", q.substr(6), ".", name_of(fn, "_overloadname"));
     }
   }
-  PyErr_Clear();
+  python::ClearError();
   // The name must lead back to this very object by the same rule.
   if (candidate.empty() || TorchOperator(candidate).get() != fn) return std::nullopt;
   return candidate;
@@ -432,7 +432,7 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
     result = CallWithKeywords(fn, py_args, py_kwargs);
     if (meta_device) {  // the call's error, if any, is already in `result`
       Object none = python::None();
-      if (!python::CallMethod(meta_device, "__exit__", {none, none, none}).ok()) PyErr_Clear();
+      if (!python::CallMethod(meta_device, "__exit__", {none, none, none}).ok()) python::ClearError();
     }
   }
   if (!result.ok()) {
@@ -452,7 +452,7 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
         (t.before.has_strides() && after->strides != t.before.strides)) {
       call.mutates_input = call.changes_input_metadata = true;
     }
-    PyErr_Clear();
+    python::ClearError();
   }
   absl::StatusOr<ops::Value> value = FromPython(*result, inputs);
   if (!value.ok()) return value.status();
@@ -464,7 +464,7 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
     if (names.ok()) {
       for (const Object& n : *names) call.fields.push_back(python::AsString(n).value_or(""));
     }
-    PyErr_Clear();
+    python::ClearError();
   }
   return call;
 }

@@ -34,7 +34,7 @@ Object GlobalHooks(const char* name) {
   if (module == nullptr) return Object();
   Object d = Attr(module, name);
   if (!d || !PyDict_Check(d.get())) {
-    PyErr_Clear();
+    python::ClearError();
     return Object();
   }
   return d;
@@ -52,14 +52,14 @@ absl::StatusOr<std::vector<Translator::ModuleHook>> Translator::ModuleHooks(cons
   const char* global_name = pre ? "_global_forward_pre_hooks" : "_global_forward_hooks";
   Object with_kwargs = Attr(m, pre ? "_forward_pre_hooks_with_kwargs" : "_forward_hooks_with_kwargs");
   Object global_with_kwargs = pre ? Object() : GlobalHooks("_global_forward_hooks_with_kwargs");
-  PyErr_Clear();
+  python::ClearError();
   std::vector<ModuleHook> hooks;
   struct Table {
     Object dict;
     SourcePtr source;
   };
   Object local = Attr(m, local_name);
-  PyErr_Clear();
+  python::ClearError();
   const Table tables[] = {
       {GlobalHooks(global_name), Source::Attr(Source::Module(kTorchModuleModule), global_name)},
       {local, module->source ? Source::Attr(module->source, local_name) : nullptr},
@@ -85,7 +85,7 @@ absl::StatusOr<std::vector<Translator::ModuleHook>> Translator::ModuleHooks(cons
       hooks.push_back({*fn, kw});
     }
   }
-  PyErr_Clear();
+  python::ClearError();
   return hooks;
 }
 
@@ -94,7 +94,7 @@ absl::StatusOr<VarPtr> Translator::CallNNModule(const VarPtr& fn, std::vector<Va
   // Backward hooks hang on the autograd graph the call builds: not traced.
   for (const char* name : {"_backward_hooks", "_backward_pre_hooks"}) {
     Object h = Attr(m, name);
-    PyErr_Clear();
+    python::ClearError();
     if (NonEmptyDict(h)) {
       return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat(python::TypeName(fn->object), " has ", name),
                    "backward hooks are not traced; the module's call runs in Python");
@@ -170,7 +170,7 @@ absl::StatusOr<VarPtr> Translator::CallForward(const VarPtr& fn, std::vector<Var
   // function and self), so assigning or deleting one recaptures.
   Object instance_dict = Object::Steal(PyObject_GenericGetDict(m, nullptr));
   PyObject* own = instance_dict ? PyDict_GetItemString(instance_dict.get(), "forward") : nullptr;
-  PyErr_Clear();
+  python::ClearError();
   if (own != nullptr) {
     absl::StatusOr<VarPtr> shadow =
         Wrap(Object::Borrow(own), fn->source ? Source::Attr(fn->source, "forward") : nullptr);
@@ -185,7 +185,7 @@ absl::StatusOr<VarPtr> Translator::CallForward(const VarPtr& fn, std::vector<Var
   }
   Object forward = Attr(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward");
   if (!forward || !PyFunction_Check(forward.get())) {
-    PyErr_Clear();
+    python::ClearError();
     return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                  absl::StrCat(python::TypeName(fn->object), ".forward is not a Python function"), "");
   }

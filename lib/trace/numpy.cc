@@ -74,12 +74,12 @@ const absl::flat_hash_map<PyObject*, NumpyTarget>& NumpyTargets() {
       Object np = Object::Steal(PyImport_ImportModule(m.numpy));
       Object tnp = Object::Steal(PyImport_ImportModule(m.torch_numpy));
       if (!np || !tnp) {
-        PyErr_Clear();
+        python::ClearError();
         continue;
       }
       Object names = Object::Steal(PyObject_Dir(tnp.get()));
       if (!names) {
-        PyErr_Clear();
+        python::ClearError();
         continue;
       }
       for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names.get()); ++i) {
@@ -122,7 +122,7 @@ std::optional<Object> TorchDType(PyObject* o) {
     Object dtype_class = Attr(np, "dtype");
     dtype_like = dtype_class && PyObject_IsInstance(o, dtype_class.get()) == 1;
   }
-  PyErr_Clear();
+  python::ClearError();
   if (!dtype_like) return std::nullopt;
   // NumPy's own name for it ("float32", "int64" for int), which torch._numpy reads.
   Object np_dtype = Object::Steal(PyObject_CallMethod(np, "dtype", "O", o));
@@ -131,7 +131,7 @@ std::optional<Object> TorchDType(PyObject* o) {
   Object wrapped = dtypes ? Object::Steal(PyObject_CallMethod(dtypes.get(), "dtype", "O", name.get())) : Object();
   Object torch_dtype = wrapped ? Attr(wrapped.get(), "torch_dtype") : Object();
   if (!torch_dtype) {
-    PyErr_Clear();
+    python::ClearError();
     return std::nullopt;
   }
   return torch_dtype;
@@ -333,7 +333,7 @@ absl::StatusOr<VarPtr> Translator::NumpyNode(const std::string& target, std::vec
   absl::StatusOr<Object> fn = bridge.ok() ? python::CallMethod(*bridge, "resolve", {python::FromString(target)})
                                           : bridge.status();
   if (!fn.ok() || fn->get() == Py_None) {
-    PyErr_Clear();
+    python::ClearError();
     return Break(ir::GraphBreak::EXTERNAL_LIBRARY, absl::StrCat(what, " has no torch._numpy form"), kHint);
   }
   absl::StatusOr<MetaCall> call = InferOnMeta(*fn, values, kw, {.grad_enabled = grad_enabled_});
@@ -378,7 +378,7 @@ absl::StatusOr<VarPtr> Translator::NumpyNode(const std::string& target, std::vec
   if (absl::StatusOr<Object> s = python::GetAttr(*fn, "scalars"); s.ok() && PyTuple_Check(s->get())) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->get()); ++i) scalars.push_back(PyTuple_GET_ITEM(s->get(), i) == Py_True);
   }
-  PyErr_Clear();
+  python::ClearError();
   size_t k = 0;
   MarkArrays(*out, scalars, k);
   return out;
@@ -411,7 +411,7 @@ absl::StatusOr<VarPtr> Translator::NdarrayAttr(const VarPtr& array, const std::s
   if (name == "dtype" || name == "itemsize" || name == "nbytes") {
     Object dtype = Object::Steal(PyObject_CallMethod(np, "dtype", "s", std::string(ops::DTypeName(m.dtype)).c_str()));
     if (!dtype) {
-      PyErr_Clear();
+      python::ClearError();
       return Break(ir::GraphBreak::EXTERNAL_LIBRARY,
                    absl::StrCat("an array of ", ops::DTypeName(m.dtype), ", a dtype NumPy has not"), kHint);
     }

@@ -43,7 +43,7 @@ absl::StatusOr<Translator::SetMember> Translator::AsSetMember(const VarPtr& item
   absl::StatusOr<Object> value = ToPython(item);
   if (value.ok()) {
     if (PyObject_Hash(value->get()) == -1) {
-      PyErr_Clear();
+      python::ClearError();
       return Break(ir::GraphBreak::OTHER, absl::StrCat("a set member that is ", Describe(*item)),
                    "the value is unhashable: the function would raise TypeError");
     }

@@ -48,7 +48,7 @@ std::string CpuTypeName(ops::DType d) {
   }
   python::Object r = python::Object::Steal(result);
   if (r && PyUnicode_Check(r.get())) name = python::AsString(r).value_or("");
-  PyErr_Clear();
+  python::ClearError();
   (*names)[static_cast<int>(d)] = name;
   return name;
 }
@@ -109,7 +109,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallLegacyTensorMethod(const V
     } else if (target->kind == VarKind::kClass) {  // torch.HalfTensor (guarded by identity)
       python::Object module = python::Object::Steal(PyObject_GetAttrString(target->object.get(), "__module__"));
       python::Object n = python::Object::Steal(PyObject_GetAttrString(target->object.get(), "__name__"));
-      PyErr_Clear();
+      python::ClearError();
       if (module && n) {
         type_name = absl::StrCat(python::AsString(module).value_or(""), ".", python::AsString(n).value_or(""));
       }

@@ -228,12 +228,12 @@ const absl::flat_hash_map<PyObject*, std::string>& OpNames(const ops::Registry& 
         obj = m;
         i = k;
       } else {
-        PyErr_Clear();
+        python::ClearError();
       }
     }
     for (; obj && i < parts.size(); ++i) {
       obj = python::Object::Steal(PyObject_GetAttrString(obj.get(), parts[i].c_str()));
-      if (!obj) PyErr_Clear();
+      if (!obj) python::ClearError();
     }
     if (obj && !names.contains(obj.get())) {
       names[obj.get()] = name;
@@ -284,7 +284,7 @@ absl::Status Translator::Break(ir::GraphBreak::Reason reason, std::string messag
         b.text = t;
       }
     }
-    PyErr_Clear();
+    python::ClearError();
   }
   std::string formatted = FormatBreak(b);
   break_ = std::move(b);
@@ -365,7 +365,7 @@ absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
     case VarKind::kNNModule: {
       // Module containers (ModuleList, Sequential, ModuleDict) are false
       // when empty: nn's own __len__ decides, and the length is guarded.
-      if (!PyObject_HasAttrString(v->object.get(), "__len__")) return true;
+      if (!python::HasAttr(v->object.get(), "__len__")) return true;
       Py_ssize_t n = PyObject_Length(v->object.get());
       if (n < 0) return python::FetchError("len of a module");
       guards_.LengthMatch(v->source, n);
@@ -417,7 +417,7 @@ absl::StatusOr<VarPtr> Translator::RunFrame(Frame& f) {
                                                    : absl::InternalError("");
       raised_ = nullptr;
       python::Object text = exc.ok() ? python::Object::Steal(PyObject_Repr(exc->get())) : python::Object();
-      if (!text) PyErr_Clear();
+      if (!text) python::ClearError();
       return Break(ir::GraphBreak::OTHER,
                    absl::StrCat("the function raises ", text ? python::AsString(text).value_or("") : "an exception",
                                 " on these inputs"),
@@ -629,7 +629,7 @@ absl::StatusOr<bool> Translator::SameDictKey(const VarPtr& a, const VarPtr& b) {
   }
   if (a->is_constant() && b->is_constant()) {
     int equal = PyObject_RichCompareBool(a->object.get(), b->object.get(), Py_EQ);
-    if (equal < 0) PyErr_Clear();
+    if (equal < 0) python::ClearError();
     return equal == 1;
   }
   absl::StatusOr<VarPtr> eq = Compare("==", a, b);
@@ -842,7 +842,7 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
   }
   python::Object r = python::Object::Steal(PyObject_RichCompare(lhs->get(), rhs->get(), code));
   if (!r) {
-    PyErr_Clear();
+    python::ClearError();
     return Break(ir::GraphBreak::OTHER, absl::StrCat("comparison ", op, " raises"),
                  "the comparison would raise TypeError");
   }
@@ -862,7 +862,7 @@ bool IsTypingSubscript(const VarPtr& obj) {
   PyTypeObject* type = PyType_Check(o) ? reinterpret_cast<PyTypeObject*>(o) : Py_TYPE(o);
   if (PyType_Check(o) && !(PyType_GetFlags(type) & Py_TPFLAGS_HEAPTYPE)) return true;
   python::Object module = python::Object::Steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__module__"));
-  PyErr_Clear();
+  python::ClearError();
   absl::StatusOr<std::string> name = module ? python::AsString(module) : absl::NotFoundError("");
   if (!name.ok()) return false;
   return *name == "typing" || (PyType_Check(o) && (*name == "collections.abc" || *name == "_collections_abc"));
@@ -886,7 +886,7 @@ absl::StatusOr<python::Object> Translator::TypingArgument(const VarPtr& v) {
   if (v->kind == VarKind::kOpaque && v->object) {
     python::Object module =
         python::Object::Steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->object.get())), "__module__"));
-    PyErr_Clear();
+    python::ClearError();
     if (module && python::AsString(module).value_or("") == "typing") return v->object;  // TypeVar, ParamSpec
   }
   return ToPython(v);
@@ -1080,7 +1080,7 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
     case VarKind::kNNModule: {
       python::Object it = python::Object::Steal(PyObject_GetIter(v->object.get()));
       if (!it) {
-        PyErr_Clear();
+        python::ClearError();
         break;
       }
       std::vector<VarPtr> items;

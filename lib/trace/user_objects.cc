@@ -31,7 +31,7 @@ PyTypeObject* AsType(PyObject* cls) { return reinterpret_cast<PyTypeObject*>(cls
 PyObject* TypeLookup(PyObject* cls, const char* name) {
   Object n = Object::Steal(PyUnicode_FromString(name));
   if (!n) {
-    PyErr_Clear();
+    python::ClearError();
     return nullptr;
   }
   return _PyType_Lookup(AsType(cls), n.get());
@@ -61,7 +61,7 @@ bool PythonClassesUpTo(PyObject* cls, PyTypeObject* base, bool allow_slots) {
     // `__slots__ = ()` (collections.abc's classes) adds no slot.
     PyObject* slots = python::TypeDictItem(t, "__slots__");
     if (!allow_slots && slots != nullptr && PyObject_Length(slots) != 0) {
-      PyErr_Clear();
+      python::ClearError();
       return false;
     }
   }
@@ -105,7 +105,7 @@ bool NamedTupleClass(PyObject* cls) {
 
 Object StaticFunction(PyObject* descriptor) {
   Object f = Object::Steal(PyObject_GetAttrString(descriptor, "__func__"));
-  if (!f) PyErr_Clear();
+  if (!f) python::ClearError();
   return f;
 }
 
@@ -198,7 +198,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallTupleNew(const VarPtr& fn,
     return std::nullopt;
   }
   Object tuple_new = Object::Steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyTuple_Type), "__new__"));
-  if (!tuple_new) PyErr_Clear();
+  if (!tuple_new) python::ClearError();
   if (o != tuple_new.get() || args.size() != 2 || !kwargs.empty() || args[0]->kind != VarKind::kClass) {
     return std::nullopt;
   }
@@ -280,7 +280,7 @@ absl::StatusOr<VarPtr> Translator::ClassMember(const VarPtr& obj, const VarPtr& 
     }
     case MemberKind::kProperty: {
       Object fget = Object::Steal(PyObject_GetAttrString(found, "fget"));
-      if (!fget) PyErr_Clear();
+      if (!fget) python::ClearError();
       if (!fget || !PyFunction_Check(fget.get())) break;
       // getattr(cls, name) is the property itself.
       guards_.IdMatch(member_source, Object::Borrow(found));
@@ -421,9 +421,9 @@ absl::StatusOr<VarPtr> Translator::GenericAttr(const VarPtr& obj, const std::str
   // read it as getattr(obj, name), which must give what the generic read
   // gives now (a method: the same function, bound to obj).
   Object full = Object::Steal(PyObject_GetAttrString(o, name.c_str()));
-  if (!full) PyErr_Clear();
+  if (!full) python::ClearError();
   Object generic = Object::Steal(PyObject_GenericGetAttr(o, python::FromString(name).get()));
-  if (!generic) PyErr_Clear();
+  if (!generic) python::ClearError();
   auto unbound = [](const Object& v) {
     return v && PyMethod_Check(v.get()) ? PyMethod_Function(v.get()) : v.get();
   };

@@ -234,11 +234,10 @@ class Runtime:
                 # the evaluator skips (torch's own modules).
                 _C.mark_capture(target.__code__)
                 self._entry_codes.add(target.__code__)
-            previous = _C.set_eval_frame(self._callback, self._limit())
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _C.set_eval_frame(previous)
+            # One C call sets the callback and puts the previous one back:
+            # no Python runs in between, so a KeyboardInterrupt cannot land
+            # between setting it and a `try` and leave it set.
+            return _C.run_with_eval_frame(self._callback, self._limit(), fn, *args, **kwargs)
         return self._call_checked(fn, args, kwargs)
 
     def _limit(self):

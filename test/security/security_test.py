@@ -618,6 +618,34 @@ class BoundedParsers(ToolCase):
         self.assertNotIn("\x1b", r.stdout)
         self.assertNotIn("\x07", r.stdout)
 
+    def test_inspect_refuses_captures_the_checker_refuses(self):
+        """Issue 16: what fails graph::CheckCapture is refused by
+        dynamo-inspect (and inspect --diff) with one line, as by the loader,
+        and the binary parser's own log lines (invalid UTF-8) do not leak."""
+        from google.protobuf import text_format
+        dangling = base_capture()
+        dangling.graphs[0].outputs[0].node = "nowhere"
+        no_kind = base_capture()
+        node(no_kind, "add").kind = 0
+        for name, c in (("dangling", dangling), ("no_kind", no_kind)):
+            for ext, data, mode in (("pb", c.SerializeToString(), "wb"),
+                                    ("pbtxt", text_format.MessageToString(c), "w")):
+                path = self.scratch.write(f"{name}.{ext}", data, mode)
+                self.assert_one_line_error(self.run_tool(INSPECT, path), "dynamo-inspect",
+                                           "is not a valid libdynamo capture")
+                good = self.scratch.write("good.pb", base_capture().SerializeToString(), "wb")
+                self.assert_one_line_error(self.run_tool(INSPECT, "--diff", good, path), "dynamo-inspect")
+        utf8 = bytearray(base_capture().SerializeToString())
+        name = base_capture().function_name.encode()
+        at = bytes(utf8).find(name)
+        utf8[at:at + 2] = b"\xff\xfe"
+        path = self.scratch.write("utf8.pb", bytes(utf8), "wb")
+        r = self.run_tool(INSPECT, path)
+        self.assert_one_line_error(r, "dynamo-inspect", "invalid UTF-8")
+        self.assertNotIn("libprotobuf", r.stderr)
+        truncated = self.scratch.write("short.pb", base_capture().SerializeToString()[:20], "wb")
+        self.assert_one_line_error(self.run_tool(INSPECT, truncated), "dynamo-inspect")
+
 
 class HonestExitCodes(ToolCase):
     """Finding 5."""
