@@ -1027,7 +1027,8 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
 
   const bool run_one = st.kind == StopState::Kind::kInstruction;
   const bytecode::Instruction& stop_in = code.instructions[st.index];
-  auto [n_in, n_out] = run_one ? StackUse(stop_in) : std::pair<int, int>{0, 0};
+  const std::pair<int, int> stack_use = run_one ? StackUse(stop_in) : std::pair<int, int>{0, 0};
+  const int n_in = stack_use.first, n_out = stack_use.second;
   // LOAD_METHOD leaves two values, (NULL, bound attribute) or (function,
   // self), and a NULL cannot travel as an argument: run alone it is
   // LOAD_ATTR (the bound attribute), and the resume function pushes the

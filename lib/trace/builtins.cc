@@ -259,7 +259,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallStdlibFunction(const VarPt
   if (std::optional<absl::StatusOr<VarPtr>> r = DictFromKeys(fn, args, kwargs)) return r;
   std::optional<std::pair<std::string, std::string>> id = CFunctionName(fn->object.get());
   if (!id) return std::nullopt;
-  const auto& [module, name] = *id;
+  const std::string& module = id->first;
+  const std::string& name = id->second;
   auto guard_identity = [&]() {
     if (fn->source) guards_.IdMatch(fn->source, fn->object);
   };

@@ -280,7 +280,9 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictSubclassAttr(const VarPtr&
   // checked it), so its items are the tracker's; its attributes follow
   // the generic read: a data descriptor of a Python class, the instance
   // dict, then the class (dict's own methods stay the tracker's).
-  auto [definer, found] = Definer(cls, name.c_str());
+  const auto definition = Definer(cls, name.c_str());
+  PyObject* const definer = definition.first;
+  PyObject* const found = definition.second;
   const bool python_member = found != nullptr && IsPythonClass(definer);
   const bool data_descriptor = found != nullptr && Py_TYPE(found)->tp_descr_set != nullptr;
   auto class_member = [&]() -> R {
