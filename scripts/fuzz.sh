@@ -29,7 +29,7 @@ cmake --build "$build" --target "${targets[@]}"
 
 root=$PWD
 mkdir -p fuzz-out/crashes
-export ASAN_OPTIONS=detect_leaks=0
+export ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc
 for n in "${names[@]}"; do
   mkdir -p "fuzz-out/corpus/$n" "fuzz-out/logs/$n"
   inputs=("$root/test/fuzz/$n/seeds")

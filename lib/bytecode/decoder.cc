@@ -3,6 +3,8 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -202,13 +204,19 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
   while (unit < d.code_units) {
     Instruction in;
     in.offset = unit * 2;
-    int extended = 0;
+    int64_t extended = 0;
     int starts_line = kNotStart;
     int op = Deopt(bytes[unit * 2]);
-    // Fold EXTENDED_ARG prefixes into the instruction they extend.
+    // Fold EXTENDED_ARG prefixes into the instruction they extend. CPython's
+    // oparg is a C int: a chain that makes it larger (more than three
+    // prefixes, or a top byte of 0x80 or more) is not code CPython makes.
     while (op == generated::kExtendedArg) {
       if (starts_line == kNotStart) starts_line = line_start[static_cast<size_t>(unit)];
       extended = (extended | bytes[unit * 2 + 1]) << 8;
+      if (extended > std::numeric_limits<int>::max()) {
+        return absl::DataLossError(absl::StrCat("EXTENDED_ARG prefixes at offset ", in.offset, " of ", d.qualname,
+                                                " make an argument past 2^31"));
+      }
       ++unit;
       if (unit >= d.code_units) {
         return absl::DataLossError(absl::StrCat("EXTENDED_ARG at the end of ", d.qualname));
@@ -231,7 +239,7 @@ absl::Status DecodeInto(const Object& code, const DecodeOptions& options, Decode
     in.opcode_offset = unit * 2;
     in.name = info.name;
     in.has_arg = info.Has(kHasArg);
-    in.arg = in.has_arg ? (extended | bytes[unit * 2 + 1]) : 0;
+    in.arg = in.has_arg ? static_cast<int>(extended | bytes[unit * 2 + 1]) : 0;
     in.location = (*locations)[static_cast<size_t>(unit)];
     in.starts_line = starts_line == kNoLineStart ? -1 : starts_line;
     in.starts_no_line = starts_line == kNoLineStart;

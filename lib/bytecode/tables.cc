@@ -196,6 +196,9 @@ absl::StatusOr<std::vector<ExceptionTableEntry>> DecodeExceptionTable(absl::stri
     int value = b & 0x3f;
     while (b & 0x40) {
       if (pos >= table.size()) return absl::DataLossError("exception table ends inside a number");
+      // Offsets are code units: doubled to bytes and added below, each stays
+      // under 2^28 so that no arithmetic on them overflows.
+      if (value >= (1 << 22)) return absl::DataLossError("exception table: a number past 2^28");
       b = static_cast<uint8_t>(table[pos++]);
       value = (value << 6) | (b & 0x3f);
     }

@@ -38,10 +38,21 @@ constexpr int64_t kMaxNumel = int64_t{1} << 62;
 
 // The spec as a message quotes it: cut short, so an error stays one
 // readable line however long the spec.
+// The spec as an error message quotes it: cut at 80 characters, control
+// characters escaped (\x0a) so that the message stays one line.
 std::string Shown(absl::string_view text) {
   constexpr size_t kShown = 80;
-  if (text.size() <= kShown) return std::string(text);
-  return absl::StrCat(text.substr(0, kShown), "... (", text.size(), " characters)");
+  std::string out;
+  for (char c : text.substr(0, kShown)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (text.size() > kShown) absl::StrAppend(&out, "... (", text.size(), " characters)");
+  return out;
 }
 
 class Parser {
@@ -103,8 +114,11 @@ class Parser {
         return Error(absl::StrCat("a size from 0 to 2^40"), num_start);
       }
       if (sizes.size() == kMaxDims) return Error(absl::StrCat("at most ", kMaxDims, " dimensions"), num_start);
-      if (n > 0 && numel > kMaxNumel / n) return Error("a tensor of at most 2^62 elements", num_start);
-      numel *= n;
+      // Bounded over max(size, 1), as strides multiply: a 0 does not make
+      // the other sizes free.
+      const int64_t extent = n > 1 ? n : 1;
+      if (numel > kMaxNumel / extent) return Error("a tensor of at most 2^62 elements (zero sizes counted as 1)", num_start);
+      numel *= extent;
       sizes.push_back(n);
       SkipSpace();
       if (!Done() && text_[pos_] == ',') {
@@ -127,7 +141,7 @@ class Parser {
       }
       absl::StatusOr<ops::Device> device = ops::ParseDevice(text_.substr(dev_start, pos_ - dev_start));
       if (!device.ok()) {
-        return Error(absl::StrCat("a device (cpu, cuda or meta, optionally :N): ", device.status().message()),
+        return Error(absl::StrCat("a device (cpu, cuda or meta, optionally :N): ", Shown(device.status().message())),
                      dev_start);
       }
       meta.device = *std::move(device);

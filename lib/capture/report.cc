@@ -248,12 +248,23 @@ absl::StatusOr<ir::Capture> ParseCapture(absl::string_view data, CaptureFormat f
         ok = c.ParseFromArray(data.data(), static_cast<int>(data.size()));
         break;
     }
+    if (ok && format != CaptureFormat::kBinary) {
+      // The text and JSON parsers take strings that are not UTF-8, which
+      // the binary format and every writer refuse: serialising finds them
+      // (protobuf logs them).
+      std::string bytes;
+      ok = c.SerializeToString(&bytes) && log.first().empty();
+    }
     if (why.empty()) why = log.first();
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a libdynamo capture",
                                                      why.empty() ? "" : ": ", OneLine(why)));
     }
   }
+  // Fields this build does not know carry nothing it could use (a newer IR
+  // is refused below), and the text printer would write them as numbers no
+  // reader accepts: they go.
+  c.DiscardUnknownFields();
   // Every writer sets the version; an empty file (or a directory, which
   // reads as one) parses as a capture without it.
   if (c.ir_version() == ir::IR_VERSION_UNSPECIFIED) {

@@ -1083,7 +1083,11 @@ absl::StatusOr<Object> DeviceObject(const ir::Device& d) {
 }
 
 // An IR constant as a fresh Python object.
-absl::StatusOr<Object> FromArgument(const ir::Argument& a) {
+absl::StatusOr<Object> FromArgument(const ir::Argument& a);
+
+// FromArgument's cases; a null result means the C API failed (a string that
+// is not UTF-8, say) and its exception is pending.
+absl::StatusOr<Object> ConstantOf(const ir::Argument& a) {
   switch (a.value_case()) {
     case ir::Argument::kIntValue:
       return Object::Steal(PyLong_FromLongLong(a.int_value()));
@@ -1112,7 +1116,8 @@ absl::StatusOr<Object> FromArgument(const ir::Argument& a) {
       for (int i = 0; i < a.dict().keys_size(); ++i) {
         absl::StatusOr<Object> o = FromArgument(a.dict().values(i));
         if (!o.ok()) return o.status();
-        if (PyDict_SetItem(d.get(), python::FromString(a.dict().keys(i)).get(), o->get()) < 0) {
+        Object key = python::FromString(a.dict().keys(i));
+        if (!key || PyDict_SetItem(d.get(), key.get(), o->get()) < 0) {
           return python::FetchError("building a dict constant");
         }
       }
@@ -1150,6 +1155,12 @@ absl::StatusOr<Object> FromArgument(const ir::Argument& a) {
     default:
       return absl::InvalidArgumentError("an expected value that is not a constant");
   }
+}
+
+absl::StatusOr<Object> FromArgument(const ir::Argument& a) {
+  absl::StatusOr<Object> o = ConstantOf(a);
+  if (o.ok() && !*o) return python::FetchError("an IR constant");
+  return o;
 }
 
 absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v, Program& p) {
@@ -1313,6 +1324,7 @@ absl::StatusOr<CompiledCheck> CompileCheck(const ir::Guard& g, PyObject* v, Prog
       c.object = last.kind == Token::kAttr  ? Intern(last.name)
                  : last.kind == Token::kKey ? python::FromString(last.name)
                                             : python::FromLong(last.index);
+      if (!c.object) return python::FetchError("the attribute or key of a HASATTR guard");
       c.present = g.value().bool_value();
       return c;
     }

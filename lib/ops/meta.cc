@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -99,7 +100,11 @@ std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes) {
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = running;
     // torch multiplies by max(size, 1): a size-0 dim does not zero the rest.
-    running *= sizes[i] > 1 ? sizes[i] : 1;
+    // Saturates rather than overflow (undefined behaviour): sizes that big
+    // are refused where they enter (input specs, IR readers).
+    if (__builtin_mul_overflow(running, sizes[i] > 1 ? sizes[i] : 1, &running)) {
+      running = std::numeric_limits<int64_t>::max();
+    }
   }
   return strides;
 }

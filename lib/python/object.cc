@@ -20,8 +20,17 @@ absl::StatusOr<Object> Checked(PyObject* result, const Context& context) {
   return FetchError(text);
 }
 
+// Null when an item is null (a conversion that failed: its exception stays
+// set), so that no caller hands a tuple with a NULL slot to Python.
 Object PackTuple(const std::vector<Object>& items) {
+  for (const Object& item : items) {
+    if (!item) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "libdynamo: a null argument");
+      return Object();
+    }
+  }
   Object t = Object::Steal(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+  if (!t) return t;
   for (size_t i = 0; i < items.size(); ++i) {
     Object item = items[i];  // PyTuple_SET_ITEM steals the copy's reference
     PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), item.release());
@@ -65,6 +74,7 @@ absl::StatusOr<Object> Import(absl::string_view module) {
 
 absl::StatusOr<Object> Call(const Object& callable, const std::vector<Object>& args) {
   Object tuple = PackTuple(args);
+  if (!tuple) return FetchError(absl::StrCat("the arguments of ", ShortName(callable)));
   return Checked(PyObject_Call(callable.get(), tuple.get(), nullptr),
                  [&] { return absl::StrCat("calling ", ShortName(callable)); });
 }
@@ -84,7 +94,10 @@ Object FromBool(bool v) { return Object::Borrow(v ? Py_True : Py_False); }
 Object None() { return Object::Borrow(Py_None); }
 Object MakeTuple(const std::vector<Object>& items) { return PackTuple(items); }
 Object MakeList(const std::vector<Object>& items) {
+  Object t = PackTuple(items);  // the same null check
+  if (!t) return t;
   Object l = Object::Steal(PyList_New(static_cast<Py_ssize_t>(items.size())));
+  if (!l) return l;
   for (size_t i = 0; i < items.size(); ++i) {
     Object item = items[i];
     PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), item.release());

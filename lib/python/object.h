@@ -74,6 +74,8 @@ Object FromString(absl::string_view s);
 Object FromLong(long long v);
 Object FromBool(bool v);
 Object None();
+// Null when an item is null (a conversion that failed, its exception still
+// set): Python never sees a container with a NULL slot.
 Object MakeTuple(const std::vector<Object>& items);
 Object MakeList(const std::vector<Object>& items);
 

@@ -14,13 +14,16 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/bytecode/assembler.h"
 #include "lib/bytecode/decoder.h"
 #include "lib/bytecode/disassemble.h"
+#include "lib/bytecode/opcodes.h"
 #include "lib/python/object.h"
 #include "test/fuzz/fuzz_support.h"
 
@@ -70,6 +73,7 @@ def constants():
     return (1.5, 'str', b'bytes', None, ...) + tuple(range(300))
 
 SEEDS = [f.__code__ for f in (loops, handlers, closures, generator, constants)]
+NOP = dis.opmap['NOP']
 
 def dis_records(code):
     out = []
@@ -89,6 +93,7 @@ struct Seeds {
   Object namespace_;
   std::vector<Object> codes;
   Object dis_records;
+  char nop = 0;  // this version's NOP opcode
 };
 
 const Seeds& GetSeeds() {
@@ -104,6 +109,7 @@ const Seeds& GetSeeds() {
     PyObject* list = PyDict_GetItemString(s->namespace_.get(), "SEEDS");
     for (Py_ssize_t i = 0; i < PyList_Size(list); ++i) s->codes.push_back(Object::Borrow(PyList_GetItem(list, i)));
     s->dis_records = Object::Borrow(PyDict_GetItemString(s->namespace_.get(), "dis_records"));
+    s->nop = static_cast<char>(PyLong_AsLong(PyDict_GetItemString(s->namespace_.get(), "NOP")));
     return s;
   }();
   return *seeds;
@@ -137,11 +143,11 @@ Object MutatedCode(dynamo::fuzz::Bytes& bytes) {
   const uint8_t consts_variant = bytes.TakeByte();
   const uint8_t names_variant = bytes.TakeByte();
   std::string code(bytes.Take(bytes.TakeU16() & ~1u));
-  // CPython's quickening writes the counter of the last instruction's
-  // inline cache without a bounds check (its compiler never ends code with
-  // one): two trailing NOPs keep the mutated code inside what CPython
-  // itself can hold.
-  code += std::string("\x09\x00\x09\x00", 4);
+  // CPython's quickening and co_code getter write the last instruction's
+  // inline cache entries without a bounds check (its compiler never ends
+  // code inside one): 16 trailing NOPs, more than any opcode's cache
+  // entries, keep the mutated code inside what CPython itself can hold.
+  for (int i = 0; i < 16; ++i) code += {seeds.nop, '\0'};
   const std::string table(bytes.Rest());
   Object consts = Object::Steal(PyObject_GetAttrString(seed.get(), "co_consts"));
   Object names = Object::Steal(PyObject_GetAttrString(seed.get(), "co_names"));
@@ -185,11 +191,24 @@ void CompareWithDis(const dynamo::bytecode::DecodedCode& decoded, size_t size) {
   }
 }
 
+// A jump's opcode without its direction: the assembler picks 3.11's
+// JUMP_FORWARD or JUMP_BACKWARD (and the POP_JUMP_* pairs) from where the
+// target ends up, so a jump to the next instruction may change direction.
+int Undirected(int opcode) {
+  std::string name = dynamo::bytecode::Opcode(opcode).name ? dynamo::bytecode::Opcode(opcode).name : "";
+  for (const std::string d : {"_FORWARD", "_BACKWARD"}) {
+    if (size_t at = name.find(d); at != std::string::npos) name.erase(at, d.size());
+  }
+  return static_cast<int>(std::hash<std::string>{}(name) & 0x7fffffff);
+}
+
 // Opcode, argument and jump target of each instruction: what a round trip
 // through the assembler keeps (EXTENDED_ARG prefixes may be relaxed).
 std::vector<std::vector<int>> Shape(const dynamo::bytecode::AsmProgram& p) {
   std::vector<std::vector<int>> out;
-  for (const auto& in : p.instructions) out.push_back({in.opcode, in.target >= 0 ? -1 : in.arg, in.target});
+  for (const auto& in : p.instructions) {
+    out.push_back({in.target >= 0 ? Undirected(in.opcode) : in.opcode, in.target >= 0 ? -1 : in.arg, in.target});
+  }
   for (const auto& e : p.exception_table) out.push_back({e.start, e.end, e.target, e.depth, e.lasti ? 1 : 0});
   return out;
 }
@@ -218,8 +237,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             absl::StatusOr<bc::DecodedCode> redecoded = bc::Decode(*again, {.nested = false});
             FUZZ_CHECK(redecoded.ok(), "assembled code does not decode", size);
             absl::StatusOr<bc::AsmProgram> reprogram = bc::ToProgram(*redecoded);
-            FUZZ_CHECK(reprogram.ok() && Shape(*reprogram) == Shape(*program),
-                       "assembling changed the instructions", size);
+            FUZZ_CHECK(reprogram.ok(), "assembled code does not convert back to a program", size);
+            const auto before = Shape(*program), after = Shape(*reprogram);
+            if (before != after) {
+              size_t i = 0;
+              while (i < before.size() && i < after.size() && before[i] == after[i]) ++i;
+              auto row = [](const std::vector<std::vector<int>>& rows, size_t k) {
+                return k < rows.size() ? absl::StrJoin(rows[k], ",") : std::string("(none)");
+              };
+              dynamo::fuzz::Fail(absl::StrCat("assembling changed row ", i, " of ", before.size(), " (instructions, then "
+                                              "exception entries): [", row(before, i), "] became [", row(after, i), "]"),
+                                 size);
+            }
           }
         }
       }

@@ -24,8 +24,9 @@ void CheckValue(const TraceInput& value, size_t size, int depth) {
     int64_t numel = 1;
     for (int64_t d : meta.sizes) {
       FUZZ_CHECK(d >= 0, "a negative size accepted", size);
-      FUZZ_CHECK(d == 0 || numel <= (int64_t{1} << 62) / d, "an element count past 2^62 accepted", size);
-      numel *= d;
+      const int64_t extent = d > 1 ? d : 1;  // as strides multiply
+      FUZZ_CHECK(numel <= (int64_t{1} << 62) / extent, "an element count past 2^62 accepted", size);
+      numel *= extent;
     }
     dynamo::ir::TensorMeta ir = dynamo::ops::ToProto(meta);
     absl::StatusOr<dynamo::ops::TensorMeta> back = dynamo::ops::FromProto(ir);
