@@ -130,6 +130,10 @@ class Flow {
   explicit Flow(const AsmProgram& p) : p_(&p), depth_(p.instructions.size(), -1) {}
 
   absl::Status Reach(size_t i, int d) {
+    // A jump or handler past the last instruction (malformed code only).
+    if (i >= depth_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("a jump or handler to instruction ", i, " of ", depth_.size()));
+    }
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow entering ", Where(*p_, i)));
     max_depth_ = std::max(max_depth_, d);
     if (depth_[i] == -1) {
@@ -187,7 +191,8 @@ class Flow {
       const OpcodeInfo& info = Opcode(in.opcode);
       int effect = StackEffect(in.opcode, in.arg, false);
       if (effect == INT_MIN) return std::nullopt;
-      if (info.IsJump() && depth_[static_cast<size_t>(in.target)] != -1) {
+      if (info.IsJump() && in.target >= 0 && static_cast<size_t>(in.target) < n &&
+          depth_[static_cast<size_t>(in.target)] != -1) {
         return depth_[static_cast<size_t>(in.target)] - rel - StackEffect(in.opcode, in.arg, true);
       }
       rel += effect;

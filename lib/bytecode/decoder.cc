@@ -74,13 +74,18 @@ absl::Status Resolve(const DecodedCode& d, Instruction& in, int next_offset) {
     a.flags = in.arg & ((1 << info.name_shift) - 1);
     if (static_cast<size_t>(a.index) >= d.names.size()) return out_of_range("co_names", d.names.size());
     a.text = d.names[static_cast<size_t>(a.index)];
-  } else if (info.Has(kHasJumpRelative)) {
+  } else if (info.Has(kHasJumpRelative) || info.Has(kHasJumpAbsolute)) {
     a.kind = ArgKind::kJump;
-    // Relative to the end of the instruction, inline caches included.
-    a.jump_target = next_offset + (info.Has(kBackwardJump) ? -in.arg : in.arg) * 2;
-  } else if (info.Has(kHasJumpAbsolute)) {
-    a.kind = ArgKind::kJump;
-    a.jump_target = in.arg * 2;
+    // Relative to the end of the instruction, inline caches included; in
+    // 64 bits, since a malformed oparg may lead anywhere.
+    const int64_t units = info.Has(kHasJumpAbsolute) ? 0 : next_offset / 2;
+    const int64_t target =
+        (units + (info.Has(kBackwardJump) ? -int64_t{in.arg} : int64_t{in.arg})) * 2;
+    if (target < 0 || target >= int64_t{d.code_units} * 2) {
+      return absl::DataLossError(absl::StrCat(in.name, " at offset ", in.opcode_offset, " of ", d.qualname,
+                                              " jumps outside the code (to byte ", target, ")"));
+    }
+    a.jump_target = static_cast<int>(target);
   } else if (info.Has(kLocalPair)) {
     a.kind = ArgKind::kLocal;
     a.index = in.arg >> 4;
