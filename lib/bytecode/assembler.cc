@@ -127,6 +127,10 @@ namespace {
 // `max_depth` to every depth seen.
 class Flow {
  public:
+  // Deeper than any code CPython compiles; keeps every sum of depths and
+  // effects far from int overflow.
+  static constexpr int64_t kMaxDepth = int64_t{1} << 24;
+
   explicit Flow(const AsmProgram& p) : p_(&p), depth_(p.instructions.size(), -1) {}
 
   absl::Status Reach(size_t i, int d) {
@@ -159,8 +163,16 @@ class Flow {
           return absl::InvalidArgumentError(absl::StrCat(Where(*p_, i), ": no known stack effect"));
         }
         if (info.IsJump()) {
-          int jump_effect = StackEffect(in.opcode, in.arg, true);
-          if (absl::Status s = Reach(static_cast<size_t>(in.target), d + jump_effect); !s.ok()) return s;
+          const int64_t jump_depth = int64_t{d} + StackEffect(in.opcode, in.arg, true);
+          if (jump_depth > kMaxDepth) {
+            return absl::InvalidArgumentError(absl::StrCat("stack deeper than 2^24 at ", Where(*p_, i)));
+          }
+          if (absl::Status s = Reach(static_cast<size_t>(in.target), static_cast<int>(jump_depth)); !s.ok()) return s;
+        }
+        // Effects scale with opargs (BUILD_TUPLE n): malformed code may push
+        // or pop billions, past what an int depth can count.
+        if (int64_t{d} + effect > kMaxDepth) {
+          return absl::InvalidArgumentError(absl::StrCat("stack deeper than 2^24 at ", Where(*p_, i)));
         }
         d += effect;
         if (d < 0) return absl::InvalidArgumentError(absl::StrCat("stack underflow at ", Where(*p_, i)));
@@ -185,15 +197,16 @@ class Flow {
   // nowhere known.
   std::optional<int> InferEntry(size_t i) const {
     const size_t n = p_->instructions.size();
-    for (int rel = 0; i < n; ++i) {
-      if (depth_[i] != -1) return depth_[i] - rel;
+    for (int64_t rel = 0; i < n; ++i) {
+      if (rel > kMaxDepth || rel < -kMaxDepth) return std::nullopt;  // malformed: see Propagate
+      if (depth_[i] != -1) return static_cast<int>(depth_[i] - rel);
       const AsmInstruction& in = p_->instructions[i];
       const OpcodeInfo& info = Opcode(in.opcode);
       int effect = StackEffect(in.opcode, in.arg, false);
       if (effect == INT_MIN) return std::nullopt;
       if (info.IsJump() && in.target >= 0 && static_cast<size_t>(in.target) < n &&
           depth_[static_cast<size_t>(in.target)] != -1) {
-        return depth_[static_cast<size_t>(in.target)] - rel - StackEffect(in.opcode, in.arg, true);
+        return static_cast<int>(depth_[static_cast<size_t>(in.target)] - rel - StackEffect(in.opcode, in.arg, true));
       }
       rel += effect;
       if (info.Has(kUnconditionalJump) || info.Has(kScopeExit)) return std::nullopt;

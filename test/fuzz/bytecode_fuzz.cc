@@ -209,7 +209,10 @@ std::vector<std::vector<int>> Shape(const dynamo::bytecode::AsmProgram& p) {
   for (const auto& in : p.instructions) {
     out.push_back({in.target >= 0 ? Undirected(in.opcode) : in.opcode, in.target >= 0 ? -1 : in.arg, in.target});
   }
-  for (const auto& e : p.exception_table) out.push_back({e.start, e.end, e.target, e.depth, e.lasti ? 1 : 0});
+  // An empty range protects nothing: the assembler drops it.
+  for (const auto& e : p.exception_table) {
+    if (e.start < e.end) out.push_back({e.start, e.end, e.target, e.depth, e.lasti ? 1 : 0});
+  }
   return out;
 }
 
