@@ -23,13 +23,16 @@ bool IsInterrupt(PyObject* type) {
          PyErr_GivenExceptionMatches(type, PyExc_SystemExit);
 }
 
-// `value` itself when it is an interrupt, else the first interrupt among
-// the exceptions it was raised from or while handling (a SystemError "a
-// result with an exception set" wraps an interrupt a C function ignored);
-// borrowed, or null.
+// `value` itself when it is an interrupt, else the interrupt a SystemError
+// was raised from ("a result with an exception set": a C function ignored
+// the interrupt and returned); borrowed, or null. Other exceptions are the
+// program's own, even when raised while it handled an interrupt.
 PyObject* InterruptIn(PyObject* value) {
   for (int depth = 0; value != nullptr && depth < 16; ++depth) {
     if (IsInterrupt(reinterpret_cast<PyObject*>(Py_TYPE(value)))) return value;
+    if (!PyErr_GivenExceptionMatches(reinterpret_cast<PyObject*>(Py_TYPE(value)), PyExc_SystemError)) {
+      return nullptr;
+    }
     PyObject* next = PyException_GetCause(value);  // new references
     if (next == nullptr) next = PyException_GetContext(value);
     Py_XDECREF(next);  // the chain keeps it alive while `value` lives
