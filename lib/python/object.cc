@@ -94,8 +94,9 @@ Object FromBool(bool v) { return Object::Borrow(v ? Py_True : Py_False); }
 Object None() { return Object::Borrow(Py_None); }
 Object MakeTuple(const std::vector<Object>& items) { return PackTuple(items); }
 Object MakeList(const std::vector<Object>& items) {
-  Object t = PackTuple(items);  // the same null check
-  if (!t) return t;
+  for (const Object& item : items) {
+    if (!item) return PackTuple(items);  // null, with PackTuple's error
+  }
   Object l = Object::Steal(PyList_New(static_cast<Py_ssize_t>(items.size())));
   if (!l) return l;
   for (size_t i = 0; i < items.size(); ++i) {
