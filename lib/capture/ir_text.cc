@@ -61,9 +61,12 @@ std::string ArgText(const ir::Argument& a) {
     case ir::Argument::kDevice: return absl::StrCat("device('", DeviceText(a.device()), "')");
     case ir::Argument::kSlice: {
       const ir::Slice& s = a.slice();
-      auto part = [](bool has, int64_t v) { return has ? absl::StrCat(v) : std::string("None"); };
-      return absl::StrCat("slice(", part(s.has_start(), s.start()), ", ", part(s.has_stop(), s.stop()),
-                          ", ", part(s.has_step(), s.step()), ")");
+      auto part = [](bool has, int64_t v, const std::string& node) {
+        return !node.empty() ? node : has ? absl::StrCat(v) : std::string("None");
+      };
+      return absl::StrCat("slice(", part(s.has_start(), s.start(), s.start_node()), ", ",
+                          part(s.has_stop(), s.stop(), s.stop_node()), ", ", part(s.has_step(), s.step(), s.step_node()),
+                          ")");
     }
     case ir::Argument::kEllipsis: return "...";
     case ir::Argument::kMemoryFormat: return ir::MemoryFormat_Name(a.memory_format());

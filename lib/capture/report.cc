@@ -42,6 +42,11 @@ void ReadNodes(const ir::Argument& a, std::vector<std::string>& out) {
   if (a.value_case() == ir::Argument::kDict) {
     for (const ir::Argument& v : a.dict().values()) ReadNodes(v, out);
   }
+  if (a.value_case() == ir::Argument::kSlice) {
+    for (const std::string* n : {&a.slice().start_node(), &a.slice().stop_node(), &a.slice().step_node()}) {
+      if (!n->empty()) out.push_back(*n);
+    }
+  }
 }
 
 // Columns padded to their widest cell, as print_tabular does.

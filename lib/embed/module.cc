@@ -192,18 +192,61 @@ PyObject* OpTargets(PyObject* /*module*/, PyObject* /*unused*/) {
   return python::MakeTuple(names).release();
 }
 
-// capture_call(function, self, args, kwargs, id) -> dict: one live capture
+// The `dynamic` argument of capture_call: None, or a dict {"all": bool,
+// "none": bool, "dims": {source: [dim, ...]}} (dynamo.runtime builds it).
+bool DynamicShapesFrom(PyObject* spec, trace::DynamicShapes& out) {
+  if (spec == Py_None) return true;
+  if (!PyDict_Check(spec)) {
+    PyErr_SetString(PyExc_TypeError, "capture_call: dynamic must be a dict or None");
+    return false;
+  }
+  auto flag = [spec](const char* key) {
+    PyObject* v = PyDict_GetItemString(spec, key);  // borrowed
+    return v != nullptr && PyObject_IsTrue(v) == 1;
+  };
+  out.all = flag("all");
+  out.none = flag("none");
+  PyObject* dims = PyDict_GetItemString(spec, "dims");  // borrowed
+  if (dims == nullptr) return true;
+  if (!PyDict_Check(dims)) {
+    PyErr_SetString(PyExc_TypeError, "capture_call: dynamic['dims'] must be a dict");
+    return false;
+  }
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dims, &pos, &key, &value)) {
+    absl::StatusOr<std::string> source = python::AsString(Object::Borrow(key));
+    absl::StatusOr<std::vector<Object>> items = python::AsVector(Object::Borrow(value));
+    if (!source.ok() || !items.ok()) {
+      PyErr_SetString(PyExc_TypeError, "capture_call: dynamic['dims'] maps sources to lists of ints");
+      return false;
+    }
+    std::vector<int64_t> ds;
+    for (const Object& d : *items) {
+      long long v = PyLong_AsLongLong(d.get());
+      if (v == -1 && PyErr_Occurred()) return false;
+      ds.push_back(v);
+    }
+    out.dims.emplace_back(*source, std::move(ds));
+  }
+  return true;
+}
+
+// capture_call(function, self, args, kwargs, id, dynamic=None) -> dict: one live capture
 // (lib/capture/live.h) as Python values for dynamo.runtime.
 PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
   PyObject *function, *self, *call_args, *call_kwargs;  // borrowed
+  PyObject* dynamic_spec = Py_None;                      // borrowed
   int id = 0;
-  if (!PyArg_ParseTuple(args, "OOO!Oi:capture_call", &function, &self, &PyTuple_Type, &call_args,
-                        &call_kwargs, &id)) {
+  if (!PyArg_ParseTuple(args, "OOO!Oi|O:capture_call", &function, &self, &PyTuple_Type, &call_args,
+                        &call_kwargs, &id, &dynamic_spec)) {
     return nullptr;
   }
+  trace::DynamicShapes dynamic;
+  if (!DynamicShapesFrom(dynamic_spec, dynamic)) return nullptr;
   absl::StatusOr<capture::LiveCapture> c = capture::CaptureCall(
       Object::Borrow(function), self == Py_None ? Object() : Object::Borrow(self),
-      Object::Borrow(call_args), Object::Borrow(call_kwargs), id);
+      Object::Borrow(call_args), Object::Borrow(call_kwargs), id, dynamic);
   if (!c.ok()) return RaiseStatus(c.status(), Exceptions().capture_error.get());
   // A capture that an interrupt touched may rest on a probe it cut short.
   if (python::RaisePendingInterrupt()) return nullptr;

@@ -24,6 +24,13 @@ absl::Status CheckArgument(const ir::Argument& arg, const NameSet& defined,
         return Invalid(where, absl::StrCat("refers to unknown node '", arg.node(), "'"));
       }
       return absl::OkStatus();
+    case ir::Argument::kSlice:
+      for (const std::string* bound : {&arg.slice().start_node(), &arg.slice().stop_node(), &arg.slice().step_node()}) {
+        if (!bound->empty() && !defined.contains(*bound)) {
+          return Invalid(where, absl::StrCat("slice bound refers to unknown node '", *bound, "'"));
+        }
+      }
+      return absl::OkStatus();
     case ir::Argument::kList: {
       int i = 0;
       for (const ir::Argument& item : arg.list().items()) {

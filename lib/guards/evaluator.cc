@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "lib/ops/meta.h"
 #include "lib/ops/proto_conversion.h"
+#include "lib/ops/sym.h"
 #include "lib/python/error.h"
 #include "lib/python/torch_modes.h"
 
@@ -276,6 +277,25 @@ struct TensorSpec {
   std::vector<int64_t> strides;
   bool check_strides = false;
   bool requires_grad = false;
+  // Dynamic shapes: a dim whose size is a symbol binds it (or, bound
+  // already, must equal it); one that is an expression must equal its
+  // value; strides are expressions over the symbols.
+  bool symbolic = false;
+  std::vector<std::string> size_symbols;         // per dim: the symbol, or ""
+  std::vector<std::optional<ops::SymExpr>> size_exprs;  // per dim: an expression that is no lone symbol
+  std::vector<ops::SymExpr> stride_exprs;
+  std::string expected_text;                     // "[s0, 3]" for messages
+};
+
+// SHAPE_ENV: each symbol's range, then the relations.
+struct ShapeCheck {
+  struct Symbol {
+    std::string name, source;
+    int dim = 0;
+    int64_t min = 0, max = 0;  // max 0: unbounded
+  };
+  std::vector<Symbol> symbols;
+  std::vector<ops::SymRelation> relations;
 };
 
 // What ID_MATCH and TYPE_MATCH compare by address. Each part is kept by
@@ -350,6 +370,7 @@ struct GuardRef {
   int node = -1;   // -1: a global check or an aliasing check
   int check = -1;  // index into Program::checks, or into Program::globals
   int alias = -1;  // index into Program::aliases
+  int shape = -1;  // index into Program::shapes
 };
 
 // Same type at every level and equal values: 1, 0, or -1 with an exception.
@@ -463,6 +484,14 @@ struct GuardEvaluator::Program {
   std::vector<GlobalCheck> globals;
   std::vector<AliasCheck> aliases;
   std::vector<TensorSpec> tensors;
+  std::vector<ShapeCheck> shapes;
+  // The size symbols bound by the TENSOR_MATCH guards of the check in
+  // progress (dynamic shapes), for the SHAPE_ENV guard after them; null
+  // when none is in progress. Swapped per check, so a guard that runs
+  // Python code that checks this program again sees its own.
+  mutable ops::SymBindings* bindings = nullptr;
+  bool ShapeHolds(const ShapeCheck& c, std::string* why) const;
+  bool SymbolicTensorHolds(const TensorSpec& t, PyObject* v, PyObject* shape, std::string* why) const;
   Object s_parameters, s_buffers, s_modules, s_shape, s_dtype, s_device, s_requires_grad, s_stride;
   // Identity pins: what ID_MATCH / TYPE_MATCH / a tensor's exact type
   // compare by address, kept without keeping them alive (see Keep).
@@ -751,14 +780,16 @@ bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) co
     return false;
   }
   Object shape = TensorField(t, v, t.shape, s_shape.get());
-  if (!IntsEqual(shape.get(), t.sizes)) {
+  if (t.symbolic) {
+    if (!SymbolicTensorHolds(t, v, shape.get(), why)) return false;
+  } else if (!IntsEqual(shape.get(), t.sizes)) {
     if (why != nullptr) {
       std::vector<int64_t> got;
       *why = absl::StrCat("sizes: expected ", Ints(t.sizes), ", got ", ReadInts(shape.get(), &got) ? Ints(got) : TakeErrorRepr());
     }
     return false;
   }
-  if (t.check_strides) {
+  if (t.check_strides && !t.symbolic) {
     Object strides = t.fast && t.type.Holds(v) ? Object::Steal(PyObject_Vectorcall(t.stride, &v, 1, nullptr))
                                                : Object::Steal(PyObject_CallMethodNoArgs(v, s_stride.get()));
     if (!IntsEqual(strides.get(), t.strides)) {
@@ -775,6 +806,95 @@ bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) co
     if (why != nullptr) {
       *why = absl::StrCat("requires_grad: expected ", t.requires_grad ? "True" : "False", ", got ",
                           grad ? Str(grad.get()) : TakeErrorRepr());
+    }
+    return false;
+  }
+  return true;
+}
+
+bool Program::SymbolicTensorHolds(const TensorSpec& t, PyObject* v, PyObject* shape, std::string* why) const {
+  std::vector<int64_t> got;
+  auto fail = [&](const std::string& detail) {
+    if (why != nullptr) {
+      *why = absl::StrCat("sizes: expected ", t.expected_text, ", got ",
+                          got.empty() && !ReadInts(shape, &got) ? TakeErrorRepr() : Ints(got), detail);
+    }
+    return false;
+  };
+  if (shape == nullptr || !ReadInts(shape, &got) || got.size() != t.size_symbols.size()) {
+    python::ClearError();
+    return fail("");
+  }
+  ops::SymBindings local;
+  ops::SymBindings& b = bindings != nullptr ? *bindings : local;
+  for (size_t d = 0; d < got.size(); ++d) {
+    if (!t.size_symbols[d].empty()) {
+      auto [it, fresh] = b.try_emplace(t.size_symbols[d], got[d]);
+      if (!fresh && it->second != got[d]) {
+        return fail(absl::StrCat(" (", t.size_symbols[d], " is ", it->second, " elsewhere)"));
+      }
+    } else if (!t.size_exprs[d] && got[d] != t.sizes[d]) {
+      return fail("");
+    }
+  }
+  for (size_t d = 0; d < got.size(); ++d) {
+    if (!t.size_exprs[d]) continue;
+    absl::StatusOr<int64_t> want = t.size_exprs[d]->Evaluate(b);
+    if (!want.ok() || *want != got[d]) return fail("");
+  }
+  if (!t.stride_exprs.empty()) {
+    Object strides = t.fast && t.type.Holds(v) ? Object::Steal(PyObject_Vectorcall(t.stride, &v, 1, nullptr))
+                                               : Object::Steal(PyObject_CallMethodNoArgs(v, s_stride.get()));
+    std::vector<int64_t> have;
+    bool same = strides && ReadInts(strides.get(), &have) && have.size() == t.stride_exprs.size();
+    for (size_t d = 0; same && d < have.size(); ++d) {
+      absl::StatusOr<int64_t> want = t.stride_exprs[d].Evaluate(b);
+      same = want.ok() && *want == have[d];
+    }
+    if (!same) {
+      if (why != nullptr) {
+        std::vector<std::string> texts;
+        for (const ops::SymExpr& e : t.stride_exprs) texts.push_back(e.ToString());
+        *why = absl::StrCat("strides: expected [", absl::StrJoin(texts, ", "), "], got ",
+                            strides ? Ints(have) : TakeErrorRepr());
+      }
+      python::ClearError();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Program::ShapeHolds(const ShapeCheck& c, std::string* why) const {
+  static const ops::SymBindings kNone;
+  const ops::SymBindings& b = bindings != nullptr ? *bindings : kNone;
+  for (const ShapeCheck::Symbol& sym : c.symbols) {
+    auto it = b.find(sym.name);
+    if (it == b.end()) {
+      if (why != nullptr) *why = absl::StrCat(sym.name, " (", sym.source, ".size(", sym.dim, ")) is bound by no tensor");
+      return false;
+    }
+    if (it->second < sym.min || (sym.max != 0 && it->second > sym.max)) {
+      if (why != nullptr) {
+        *why = absl::StrCat(sym.source, ".size(", sym.dim, ") = ", it->second, ": ", sym.name, " must be in [",
+                            sym.min, ", ", sym.max != 0 ? absl::StrCat(sym.max) : "inf", "]");
+      }
+      return false;
+    }
+  }
+  for (const ops::SymRelation& r : c.relations) {
+    absl::StatusOr<bool> holds = r.Evaluate(b);
+    if (holds.ok() && *holds) continue;
+    if (why != nullptr) {
+      std::vector<std::string> values;
+      for (const ops::SymExpr* side : {&r.lhs, &r.rhs}) {
+        for (const std::string& name : side->Symbols()) {
+          auto it = b.find(name);
+          std::string v = absl::StrCat(name, " = ", it != b.end() ? absl::StrCat(it->second) : "?");
+          if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+        }
+      }
+      *why = absl::StrCat(r.ToString(), " failed: ", holds.ok() ? absl::StrJoin(values, ", ") : holds.status().message());
     }
     return false;
   }
@@ -916,6 +1036,19 @@ bool Program::Run(const FrameView& f) const {
   return true;
 }
 
+// Points a program's `bindings` at a check's own for its duration.
+class BindingsScope {
+ public:
+  BindingsScope(const GuardEvaluator::Program& p, ops::SymBindings* b) : p_(p), saved_(p.bindings) { p.bindings = b; }
+  ~BindingsScope() { p_.bindings = saved_; }
+  BindingsScope(const BindingsScope&) = delete;
+  BindingsScope& operator=(const BindingsScope&) = delete;
+
+ private:
+  const GuardEvaluator::Program& p_;
+  ops::SymBindings* saved_;
+};
+
 Object Program::Resolve(int node, const FrameView& f) const {
   std::vector<int> chain;
   for (int i = node; i >= 0; i = nodes[static_cast<size_t>(i)].parent) chain.push_back(i);
@@ -931,6 +1064,10 @@ std::optional<std::string> Program::ExplainGuard(size_t i, const FrameView& f) c
   const GuardRef& ref = refs[i];
   const std::string& source = guards[i].source();
   std::string why;
+  if (ref.shape >= 0) {
+    if (ShapeHolds(shapes[static_cast<size_t>(ref.shape)], &why)) return std::nullopt;
+    return absl::StrCat("sizes: ", why);
+  }
   if (ref.alias >= 0) {
     if (AliasHolds(i, aliases[static_cast<size_t>(ref.alias)], f, &why)) return std::nullopt;
   } else if (ref.node < 0) {
@@ -1179,18 +1316,43 @@ absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v
   absl::StatusOr<Object> device = DeviceObject(meta.device());
   if (!device.ok()) return device.status();
   t.device = *device;
+  std::vector<std::string> texts;
   for (const ir::Dim& d : meta.sizes()) {
-    if (d.value_case() != ir::Dim::kSize) {
-      return absl::UnimplementedError(absl::StrCat("symbolic size '", d.symbol(), "' cannot be checked yet"));
+    t.size_symbols.emplace_back();
+    t.size_exprs.emplace_back();
+    t.sizes.push_back(0);
+    if (d.value_case() == ir::Dim::kSize) {
+      t.sizes.back() = d.size();
+      texts.push_back(absl::StrCat(d.size()));
+      continue;
     }
-    t.sizes.push_back(d.size());
+    t.symbolic = true;
+    if (d.value_case() == ir::Dim::kSymbol) {
+      absl::StatusOr<ops::SymExpr> e = ops::ParseSymExpr(d.symbol());
+      if (!e.ok() || !e->symbol_name()) return absl::InvalidArgumentError(absl::StrCat("size symbol '", d.symbol(), "' is no name"));
+      t.size_symbols.back() = d.symbol();
+      texts.push_back(d.symbol());
+      continue;
+    }
+    absl::StatusOr<ops::SymExpr> e = ops::ParseSymExpr(d.expr());
+    if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat("size: ", e.status().message()));
+    t.size_exprs.back() = *e;
+    texts.push_back(e->ToString());
   }
+  t.expected_text = absl::StrCat("[", absl::StrJoin(texts, ", "), "]");
   for (const ir::Dim& d : meta.strides()) {
-    if (d.value_case() != ir::Dim::kSize) {
-      return absl::UnimplementedError(absl::StrCat("symbolic stride '", d.symbol(), "' cannot be checked yet"));
+    if (d.value_case() == ir::Dim::kSize) {
+      t.strides.push_back(d.size());
+      t.stride_exprs.emplace_back(d.size());
+      continue;
     }
-    t.strides.push_back(d.size());
+    absl::StatusOr<ops::SymExpr> e = ops::ParseSymExpr(d.value_case() == ir::Dim::kSymbol ? d.symbol() : d.expr());
+    if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat("stride: ", e.status().message()));
+    t.symbolic = true;
+    t.strides.push_back(0);
+    t.stride_exprs.push_back(*e);
   }
+  if (!t.symbolic) t.stride_exprs.clear();
   t.check_strides = !t.strides.empty();
   t.requires_grad = meta.requires_grad();
 
@@ -1509,6 +1671,24 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       p->globals.push_back(std::move(check));
       continue;
     }
+    if (g.kind() == ir::Guard::SHAPE_ENV) {
+      ShapeCheck c;
+      for (const ir::SizeSymbol& sym : g.shape_env().symbols()) {
+        absl::StatusOr<ops::SymExpr> name = ops::ParseSymExpr(sym.name());
+        if (!name.ok() || !name->symbol_name()) {
+          return fail(absl::InvalidArgumentError(absl::StrCat("size symbol '", sym.name(), "' is no name")));
+        }
+        c.symbols.push_back({sym.name(), sym.source(), sym.dim(), sym.min(), sym.max()});
+      }
+      for (const std::string& text : g.shape_env().relations()) {
+        absl::StatusOr<ops::SymRelation> r = ops::ParseSymRelation(text);
+        if (!r.ok()) return fail(r.status());
+        c.relations.push_back(*std::move(r));
+      }
+      p->refs[gi] = GuardRef{-1, -1, -1, static_cast<int>(p->shapes.size())};
+      p->shapes.push_back(std::move(c));
+      continue;
+    }
     if (g.kind() == ir::Guard::OBJECT_ALIASING) {
       if (g.sources_size() < 2 || g.sources_size() != g.groups_size()) {
         return fail(absl::InvalidArgumentError("OBJECT_ALIASING needs two or more sources and their groups"));
@@ -1551,6 +1731,8 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
     for (int& node : a.nodes) node = flat_of[static_cast<size_t>(node)];
   }
   // Compiled against the frame the trace saw, every guard must hold there.
+  ops::SymBindings bindings;
+  BindingsScope scope(*p, &bindings);
   for (size_t gi = 0; gi < guards.size(); ++gi) {
     if (std::optional<std::string> why = p->ExplainGuard(gi, at_capture)) {
       return absl::FailedPreconditionError(absl::StrCat("guard does not hold on the frame it is compiled against: ", *why));
@@ -1562,6 +1744,8 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
 bool GuardEvaluator::Check(const FrameView& frame) const {
   const Program& p = *program_;
   if (p.life->dead) return false;
+  ops::SymBindings bindings;
+  BindingsScope scope(p, p.shapes.empty() ? nullptr : &bindings);
   for (const GlobalCheck& g : p.globals) {
     if (!p.GlobalHolds(g, nullptr)) {
       python::ClearError();
@@ -1575,11 +1759,16 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
   for (size_t i = 0; i < p.aliases.size(); ++i) {
     if (!p.AliasHolds(0, p.aliases[i], frame, nullptr)) return false;
   }
+  for (const ShapeCheck& c : p.shapes) {
+    if (!p.ShapeHolds(c, nullptr)) return false;
+  }
   return true;
 }
 
 int GuardEvaluator::FirstFailing(const FrameView& frame) const {
   if (program_->life->dead) return 0;
+  ops::SymBindings bindings;
+  BindingsScope scope(*program_, &bindings);
   for (size_t i = 0; i < program_->guards.size(); ++i) {
     if (program_->ExplainGuard(i, frame)) return static_cast<int>(i);
   }
@@ -1588,6 +1777,8 @@ int GuardEvaluator::FirstFailing(const FrameView& frame) const {
 
 std::optional<std::string> GuardEvaluator::Explain(const FrameView& frame) const {
   if (program_->life->dead) return "an object the guards identify by address has been freed";
+  ops::SymBindings bindings;
+  BindingsScope scope(*program_, &bindings);
   for (size_t i = 0; i < program_->guards.size(); ++i) {
     if (std::optional<std::string> why = program_->ExplainGuard(i, frame)) return why;
   }

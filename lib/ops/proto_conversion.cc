@@ -33,6 +33,20 @@ ir::TensorMeta ToProto(const TensorMeta& meta) {
   return pb;
 }
 
+void SetSymDims(const std::vector<SymExpr>& exprs, google::protobuf::RepeatedPtrField<ir::Dim>* dims) {
+  dims->Clear();
+  for (const SymExpr& e : exprs) {
+    ir::Dim* d = dims->Add();
+    if (std::optional<int64_t> c = e.constant()) {
+      d->set_size(*c);
+    } else if (std::optional<std::string> name = e.symbol_name()) {
+      d->set_symbol(*name);
+    } else {
+      d->set_expr(e.ToString());
+    }
+  }
+}
+
 absl::StatusOr<TensorMeta> FromProto(const ir::TensorMeta& pb) {
   TensorMeta meta;
   absl::StatusOr<DType> dtype = FromProto(pb.dtype());

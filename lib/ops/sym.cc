@@ -527,6 +527,55 @@ absl::StatusOr<SymExpr> MakeMod(const SymExpr& a, const SymExpr& b) {
 }
 
 // ---------------------------------------------------------------------------
+// Exact division.
+
+// a / b for monomials, when every atom of b is in a with at least b's power.
+std::optional<Monomial> DivideMonomial(const Monomial& a, const Monomial& b) {
+  Monomial out;
+  size_t j = 0;
+  for (const Factor& f : a) {
+    const int c = j == b.size() ? -1 : CompareAtoms(*f.atom, *b[j].atom);
+    if (c < 0) {
+      out.push_back(f);
+      continue;
+    }
+    if (c > 0 || f.exponent < b[j].exponent) return std::nullopt;  // b[j] is missing or higher
+    if (f.exponent > b[j].exponent) out.push_back(Factor{f.atom, f.exponent - b[j].exponent});
+    ++j;
+  }
+  if (j != b.size()) return std::nullopt;
+  return out;
+}
+
+// Polynomial long division by the leading term. The canonical order is
+// lexicographic, a monomial order, so the first term of a product is the
+// product of the first terms: when b divides a, b's first term divides the
+// remainder's first term at every step, and a step that cannot divide
+// proves that b does not divide a.
+absl::StatusOr<std::optional<SymExpr>> MakeExactDivision(const SymExpr& a, const SymExpr& b) {
+  if (b.constant() == 0) return DivisionByZero(a, "/");
+  const Term lead = TermsOf(b)[0];
+  SymExpr rest = a;
+  Terms quotient;
+  while (!TermsOf(rest).empty()) {
+    // Each step removes the remainder's first term; a sum far longer than
+    // the cap has no exact quotient worth building.
+    if (quotient.size() > kMaxSymTerms) return std::optional<SymExpr>();
+    const Term& top = TermsOf(rest)[0];
+    if (lead.coeff == -1 && top.coeff == kNegInf) return std::optional<SymExpr>();
+    if (top.coeff % lead.coeff != 0) return std::optional<SymExpr>();
+    std::optional<Monomial> mono = DivideMonomial(top.mono, lead.mono);
+    if (!mono) return std::optional<SymExpr>();
+    Term step{top.coeff / lead.coeff, *std::move(mono)};
+    quotient.push_back(step);
+    SYM_ASSIGN_OR_RETURN(SymExpr scaled, Multiply(MakeExpr({std::move(step)}), b));
+    SYM_ASSIGN_OR_RETURN(rest, Sub(rest, scaled));
+  }
+  SYM_ASSIGN_OR_RETURN(SymExpr q, Collect(std::move(quotient)));
+  return std::optional<SymExpr>(std::move(q));
+}
+
+// ---------------------------------------------------------------------------
 // Max and min.
 
 bool IsMax(AtomKind kind) { return kind == AtomKind::kMax; }
@@ -1087,6 +1136,9 @@ SymExpr operator*(const SymExpr& a, const SymExpr& b) { return OrDie(Multiply(a,
 SymExpr operator-(const SymExpr& a) { return OrDie(Negate(a)); }
 absl::StatusOr<SymExpr> FloorDiv(const SymExpr& a, const SymExpr& b) { return MakeFloorDiv(a, b); }
 absl::StatusOr<SymExpr> Mod(const SymExpr& a, const SymExpr& b) { return MakeMod(a, b); }
+absl::StatusOr<std::optional<SymExpr>> DivideExact(const SymExpr& a, const SymExpr& b) {
+  return MakeExactDivision(a, b);
+}
 SymExpr Max(const SymExpr& a, const SymExpr& b) { return MakeExtremum(AtomKind::kMax, {a, b}); }
 SymExpr Min(const SymExpr& a, const SymExpr& b) { return MakeExtremum(AtomKind::kMin, {a, b}); }
 

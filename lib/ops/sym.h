@@ -116,6 +116,14 @@ SymExpr operator*(const SymExpr& a, const SymExpr& b);
 SymExpr operator-(const SymExpr& a);
 [[nodiscard]] absl::StatusOr<SymExpr> FloorDiv(const SymExpr& a, const SymExpr& b);  // a // b
 [[nodiscard]] absl::StatusOr<SymExpr> Mod(const SymExpr& a, const SymExpr& b);       // a % b
+// a / b when b divides a as polynomials with integer coefficients (floor
+// divisions, modulos, maxima and minima counting as variables):
+// (768*s0*s1) / (s0*s1) is 768, (2*s0 + 2) / 2 is s0 + 1, (s0**2 - 1) /
+// (s0 + 1) is s0 - 1; nullopt when it does not ((s0 + 1) / 2, s0 / s1),
+// though a // b may still be exact for the values at hand. b == 0 is
+// InvalidArgument. What view(-1) needs: the inferred size as a polynomial.
+[[nodiscard]] absl::StatusOr<std::optional<SymExpr>> DivideExact(const SymExpr& a,
+                                                                 const SymExpr& b);
 SymExpr Max(const SymExpr& a, const SymExpr& b);
 SymExpr Min(const SymExpr& a, const SymExpr& b);
 

@@ -370,6 +370,15 @@ class Emitter {
       case VarKind::kConstant:
         LoadConst(v->object);
         return absl::OkStatus();
+      case VarKind::kSymInt:  // a size int: the graph computed it and returns it
+        for (size_t i = 0; i < result_.output_nodes.size(); ++i) {
+          if (result_.output_nodes[i] != v->node) continue;
+          Emit(op::kLoadFast, graph_out_);
+          LoadConst(python::FromLong(static_cast<int64_t>(i)));
+          Emit(op::kBinarySubscr);
+          return absl::OkStatus();
+        }
+        return Unrebuildable(absl::StrCat("the size ", v->sym.ToString()));
       case VarKind::kTensor: {
         // An array read from the frame is that very object.
         if (v->is_ndarray && v->source) return LoadSource(v->source);

@@ -539,6 +539,8 @@ absl::StatusOr<VarPtr> Translator::FromValue(const ops::Value& value) {
 
 absl::StatusOr<Object> Translator::ToPython(const VarPtr& v) {
   switch (v->kind) {
+    case VarKind::kSymInt:
+      return SpecializedInt(v);  // a Python value: this trace holds for this size only
     case VarKind::kConstant:
     case VarKind::kDType:
     case VarKind::kDevice:
@@ -580,6 +582,26 @@ absl::StatusOr<Object> Translator::ToPython(const VarPtr& v) {
 
 absl::StatusOr<ir::Argument> Translator::ToArgument(const VarPtr& v) {
   if (v->is_tensor()) return Ref(v->node);
+  if (v->kind == VarKind::kSymInt) return Ref(v->node);  // a size the graph computes
+  if (v->kind == VarKind::kSlice && !SymOf(v).is_static()) {
+    ir::Argument a;
+    ir::Slice* slice = a.mutable_slice();
+    for (size_t i = 0; i < 3 && i < v->items.size(); ++i) {
+      const VarPtr& bound = v->items[i];
+      if (bound->is_none()) continue;
+      if (bound->kind == VarKind::kSymInt) {
+        (i == 0 ? slice->mutable_start_node() : i == 1 ? slice->mutable_stop_node() : slice->mutable_step_node())
+            ->assign(bound->node);
+        continue;
+      }
+      absl::StatusOr<int64_t> n = AsInt(bound);
+      if (!n.ok()) return n.status();
+      if (i == 0) slice->set_start(*n);
+      if (i == 1) slice->set_stop(*n);
+      if (i == 2) slice->set_step(*n);
+    }
+    return a;
+  }
   if (v->kind == VarKind::kDict) {
     ir::Argument a;
     for (size_t i = 0; i < v->keys.size(); ++i) {
@@ -700,8 +722,9 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   }
   std::vector<ops::Value> values;
   std::vector<ops::Kwarg> kw;
+  if (std::optional<absl::StatusOr<VarPtr>> size = SymbolicSizeCall(target, args, kwargs)) return *std::move(size);
   for (const VarPtr& a : args) {
-    absl::StatusOr<ops::Value> v = ToValue(a);
+    absl::StatusOr<ops::Value> v = ToValue(a, /*specialize=*/false);
     if (!v.ok()) {
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                    absl::StrCat(target, "(): ", v.status().message()),
@@ -710,7 +733,7 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
     values.push_back(*std::move(v));
   }
   for (const auto& [name, a] : kwargs) {
-    absl::StatusOr<ops::Value> v = ToValue(a);
+    absl::StatusOr<ops::Value> v = ToValue(a, /*specialize=*/false);
     if (!v.ok()) {
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                    absl::StrCat(target, "(", name, "=...): ", v.status().message()),
@@ -758,13 +781,16 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
                  "torch.where or masked arithmetic");
   }
   if (!grad_enabled_) *result = WithoutGrad(*result);
+  absl::StatusOr<ops::SymValue> sym = InferSymbolicResult(*entry, values, kw, args, kwargs, *result);
+  if (!sym.ok()) return sym.status();
   if (!HasTensor(*result) && !(entry->tags() & (ops::kInplace | ops::kRandom))) {
     return FromValue(*result);  // metadata-only results: Tensor.dim(), Tensor.size()
   }
-  absl::StatusOr<std::string> added = AddCallNode(kind, target, args, kwargs, *result);
+  absl::StatusOr<std::string> added = AddCallNode(kind, target, args, kwargs, *result, /*symbolic_result=*/true);
   if (!added.ok()) return added.status();
   const std::string& node = *added;
   absl::StatusOr<VarPtr> out = NewVarFromResult(node, *result);
+  if (out.ok() && !sym->is_static()) AttachSymSizes(*out, *sym);
   if (out.ok() && (*out)->kind == VarKind::kTuple) (*out)->fields = ReturnFields(target, (*out)->items.size());
   // An in-place op returns its first argument: the same tensor object.
   if (out.ok() && (*out)->is_tensor() && (entry->tags() & ops::kInplace) && !args.empty() && args[0]->is_tensor()) {
@@ -1312,6 +1338,7 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
       if (v->meta.sizes.empty()) {
         return Break(ir::GraphBreak::OTHER, "len() of a 0-d tensor", "the call would raise TypeError");
       }
+      if (!v->sym_sizes.empty()) return SizeOf(v, 0);
       return constant(python::FromLong(v->meta.sizes[0]));
     }
     if (v->kind == VarKind::kIterator || v->kind == VarKind::kGenerator) {
@@ -1616,7 +1643,15 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       }
       return std::optional<int64_t>(k);
     };
+    if (!self->sym_sizes.empty() && !self->is_ndarray && (name == "size" || name == "numel" || name == "nelement")) {
+      std::vector<VarPtr> with_self = args;
+      with_self.insert(with_self.begin(), self);
+      if (std::optional<absl::StatusOr<VarPtr>> r = SymbolicSizeCall(absl::StrCat("Tensor.", name), with_self, kwargs)) {
+        return *std::move(r);
+      }
+    }
     if (name == "size" || name == "stride") {
+      SpecializeShape(self);  // answered from the sizes seen: guard them
       absl::StatusOr<std::optional<int64_t>> d = dim_arg();
       if (!d.ok()) return d.status();
       const std::vector<int64_t>& values = name == "size" ? m.sizes : m.strides;
@@ -1815,6 +1850,7 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
 
 absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string& name) {
   const ops::TensorMeta& m = t->meta;
+  if (name == "shape" && !t->sym_sizes.empty()) return ShapeOf(t);
   if (name == "shape") {
     std::vector<VarPtr> items;
     for (int64_t s : m.sizes) items.push_back(Var::Constant(python::FromLong(s)));
@@ -2152,6 +2188,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   PyObject* fn = request.function.get();
   allow_breaks_ = request.allow_breaks;
   stop_at_ = request.stop_at;
+  dynamic_ = request.dynamic;
   top_globals_ = Object::Borrow(PyFunction_GetGlobals(fn));
   Object grad = TorchAttr("is_grad_enabled");
   absl::StatusOr<Object> enabled = grad ? python::Call(grad) : absl::UnknownError("torch");
@@ -2261,13 +2298,23 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
       }
       std::string placeholder = AttributeTarget(*source);
       std::string node = graph_.AddPlaceholder(placeholder.substr(placeholder[0] == '_' ? 1 : 0), meta);
-      guards_.TensorMatch(source, meta);
+      std::vector<ops::SymExpr> sym_strides;
+      std::vector<ops::SymExpr> sym_sizes =
+          InputSymbols(source, in.kind == TraceInput::Kind::kObject ? in.object.get() : nullptr, meta,
+                       in.dim_symbols, &sym_strides);
+      guards_.TensorMatch(source, meta, sym_sizes, sym_strides);
       placeholder_sources_.push_back(source);
       ir::InputSpec spec;
       spec.set_name(label);
       *spec.mutable_tensor() = ops::ToProto(meta);
+      if (!sym_sizes.empty()) {
+        ops::SetSymDims(sym_sizes, spec.mutable_tensor()->mutable_sizes());
+        ops::SetSymDims(sym_strides, spec.mutable_tensor()->mutable_strides());
+        node_sym_sizes_[node] = sym_sizes;
+      }
       specs.push_back(std::move(spec));
       VarPtr t = Var::Tensor(node, meta, source);
+      t->sym_sizes = std::move(sym_sizes);
       if (in.kind == TraceInput::Kind::kObject) {
         attribute_nodes_[in.object.get()] = node;
         NoteTensorSource(source, in.object.get());
@@ -2420,6 +2467,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   TraceResult out;
   out.graph = std::move(graph_).Finish();
   out.guards = guards_.guards();
+  FinishShapes(out.guards, out.graph);
   out.attributes = std::move(attributes_);
   out.inputs = std::move(specs);
   out.placeholder_sources = std::move(placeholder_sources_);
@@ -2454,6 +2502,10 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
       if (!inputs.contains(v->node) && seen.insert(v->node).second) outputs.push_back(v->node);
       return;
     }
+    if (v->kind == VarKind::kSymInt) {  // a size the graph computes: Python gets it from the graph
+      if (seen.insert(v->node).second) outputs.push_back(v->node);
+      return;
+    }
     for (const VarPtr& i : v->items) visit(i);
     for (const VarPtr& k : v->keys) visit(k);
     for (const VarPtr& c : v->closure) visit(c);
@@ -2485,6 +2537,7 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
   TraceResult result;
   result.graph = std::move(graph_).Finish();
   result.guards = guards_.guards();
+  FinishShapes(result.guards, result.graph);
   result.attributes = std::move(attributes_);
   result.placeholder_sources = std::move(placeholder_sources_);
   result.array_placeholders.assign(array_placeholders_.begin(), array_placeholders_.end());
@@ -2511,7 +2564,13 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
 
 absl::StatusOr<std::string> Translator::AddCallNode(ir::Node::Kind kind, const std::string& target,
                                                 const std::vector<VarPtr>& args, const Kwargs& kwargs,
-                                                const ops::Value& result) {
+                                                const ops::Value& result, bool symbolic_result) {
+  if (!symbolic_result && has_symbols()) {
+    // `result` was computed for the sizes seen (torch's meta kernels, a
+    // policy's own inference): it holds for those sizes only.
+    for (const VarPtr& a : args) ops::SpecializeAll({SymOf(a)}, shape_env_);
+    for (const auto& kv : kwargs) ops::SpecializeAll({SymOf(kv.second)}, shape_env_);
+  }
   std::vector<ir::Argument> pb_args;
   std::vector<ir::KeywordArgument> pb_kwargs;
   for (const VarPtr& a : args) {

@@ -30,6 +30,11 @@ void CollectRefs(const ir::Argument& arg, absl::flat_hash_set<std::string>& out)
   if (arg.has_dict()) {
     for (const ir::Argument& value : arg.dict().values()) CollectRefs(value, out);
   }
+  if (arg.has_slice()) {  // bounds that are sizes the graph computes
+    for (const std::string* n : {&arg.slice().start_node(), &arg.slice().stop_node(), &arg.slice().step_node()}) {
+      if (!n->empty()) out.insert(*n);
+    }
+  }
 }
 
 }  // namespace

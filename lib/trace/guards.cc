@@ -29,6 +29,17 @@ void GuardSet::TensorMatch(const SourcePtr& source, const ops::TensorMeta& meta)
   }
 }
 
+void GuardSet::TensorMatch(const SourcePtr& source, const ops::TensorMeta& meta,
+                           const std::vector<ops::SymExpr>& sizes, const std::vector<ops::SymExpr>& strides) {
+  if (!source) return;
+  if (ir::Guard* g = Add(ir::Guard::TENSOR_MATCH, source->ToString())) {
+    *g->mutable_tensor() = ops::ToProto(meta);
+    if (!sizes.empty()) ops::SetSymDims(sizes, g->mutable_tensor()->mutable_sizes());
+    if (!strides.empty()) ops::SetSymDims(strides, g->mutable_tensor()->mutable_strides());
+    g->set_reason(sizes.empty() ? "tensor input" : "tensor input with dynamic sizes");
+  }
+}
+
 void GuardSet::EqualsMatch(const SourcePtr& source, const python::Object& value) {
   if (!source) return;
   if (value.get() == Py_None) {

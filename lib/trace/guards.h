@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "lib/ops/meta.h"
+#include "lib/ops/sym.h"
 #include "lib/python/object.h"
 #include "lib/trace/source.h"
 #include "proto/dynamo_ir.pb.h"
@@ -26,6 +27,10 @@ class GuardSet {
  public:
   // dtype, device, sizes, strides, requires_grad of a tensor input.
   void TensorMatch(const SourcePtr& source, const ops::TensorMeta& meta);
+  // With dynamic shapes: sizes and strides as expressions over symbols
+  // (a symbol binds the call's size there; see the SHAPE_ENV guard).
+  void TensorMatch(const SourcePtr& source, const ops::TensorMeta& meta, const std::vector<ops::SymExpr>& sizes,
+                   const std::vector<ops::SymExpr>& strides);
   // value == expected, for constants (None becomes IS_NONE).
   void EqualsMatch(const SourcePtr& source, const python::Object& value);
   // value is this very object (modules, functions, classes, nn.Modules). The

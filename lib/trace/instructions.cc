@@ -593,6 +593,11 @@ absl::StatusOr<VarPtr> Translator::UnaryOperator(const char* name, const VarPtr&
   if (v->kind == VarKind::kTensor) {
     return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {v}, {});
   }
+  if (v->kind == VarKind::kSymInt && std::string(name) == "neg") {  // -n is 0 - n, a graph value
+    if (std::optional<absl::StatusOr<VarPtr>> r = SymArithmetic("sub", Var::Constant(python::FromLong(0)), v)) {
+      return *std::move(r);
+    }
+  }
   ASSIGN_OR_RETURN(fn, python::Import("operator"));
   return CallReal(Var::Constant(*python::GetAttr(fn, name)), {v}, {});
 }
@@ -679,7 +684,8 @@ absl::StatusOr<VarPtr> MakeSlice(std::vector<VarPtr> parts) {
 absl::Status Translator::OpBuildSlice(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   ASSIGN_OR_RETURN(parts, PopN(f, static_cast<size_t>(in.arg)));
   for (const VarPtr& p : parts) {
-    if (!p->is_none() && !(p->is_constant() && PyLong_Check(p->object.get()))) {
+    // A size int stays one (x[:, :x.size(1)]); read as a Python int, it is guarded.
+    if (!p->is_none() && p->kind != VarKind::kSymInt && !(p->is_constant() && PyLong_Check(p->object.get()))) {
       return Break(ir::GraphBreak::OTHER, absl::StrCat("slice bound is ", Describe(*p)), "slice with Python ints");
     }
   }

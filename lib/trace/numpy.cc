@@ -405,6 +405,7 @@ absl::StatusOr<VarPtr> Translator::NdarrayAttr(const VarPtr& array, const std::s
   };
   PyObject* np = NumpyModule();
   if (np == nullptr) return absl::InternalError("a numpy.ndarray without numpy imported");
+  SpecializeShape(array);  // NumPy's attributes answer from the sizes seen
   if (name == "shape") return constant(ints(m.sizes, 1));
   if (name == "ndim") return constant(python::FromLong(m.dim()));
   if (name == "size") return constant(python::FromLong(m.numel()));

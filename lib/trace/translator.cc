@@ -339,6 +339,8 @@ absl::Status Translator::Jump(Frame& f, const Instruction& in) {
 
 absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
   switch (v->kind) {
+    case VarKind::kSymInt:
+      return SymTruth(v);
     case VarKind::kConstant: {
       int r = PyObject_IsTrue(v->object.get());
       if (r < 0) return python::FetchError("truth value");
@@ -696,6 +698,7 @@ absl::Status Translator::StoreItem(const VarPtr& obj, const VarPtr& index, const
 absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const VarPtr& b) {
   std::string name = OperatorName(nb_op);
   if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
+  if (std::optional<absl::StatusOr<VarPtr>> r = SymArithmetic(name, a, b)) return *std::move(r);
   if (IsDeque(a) || IsDeque(b)) return DequeOperator(name, a, b);
   if (a->kind == VarKind::kList && (name == "iadd" || name == "imul")) return ListInPlace(name, a, b);
   if (a->is_ndarray || b->is_ndarray) return NdarrayOperator(name, {a, b});
@@ -799,6 +802,7 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
   if (a->is_tensor() || b->is_tensor()) {
     return CallOp(absl::StrCat("operator.", CompareName(op)), ir::Node::CALL_FUNCTION, {a, b}, {});
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = SymCompare(op, a, b)) return *std::move(r);
   bool equality = op == "==" || op == "!=";
   if (equality && a->kind == VarKind::kDType && b->kind == VarKind::kDType) {
     return Var::Constant(python::FromBool((a->dtype == b->dtype) == (op == "==")));
@@ -1066,6 +1070,7 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
         return Break(ir::GraphBreak::OTHER, "iterating over a 0-d tensor",
                      "the function would raise TypeError");
       }
+      SpecializeShape(v);  // one item per row: the loop is unrolled for this many
       std::vector<VarPtr> items;
       for (int64_t i = 0; i < v->meta.sizes[0]; ++i) {
         absl::StatusOr<VarPtr> item =

@@ -43,6 +43,9 @@ struct TraceInput {
   enum class Kind { kTensor, kObject, kTuple, kList, kDict };
   Kind kind = Kind::kObject;
   ops::TensorMeta tensor;
+  // kTensor: a symbol name per dim ("B"; empty: static), for offline
+  // captures with symbolic sizes; empty when all are static.
+  std::vector<std::string> dim_symbols;
   python::Object object;
   std::vector<TraceInput> items;
   std::vector<std::string> keys;  // kDict, parallel to items
@@ -52,6 +55,21 @@ struct TraceInput {
   static TraceInput Tuple(std::vector<TraceInput> items);
   static TraceInput List(std::vector<TraceInput> items);
   static TraceInput Dict(std::vector<std::string> keys, std::vector<TraceInput> items);
+};
+
+// Which input sizes are symbolic (dynamic shapes). A dimension of size 0 or
+// 1 stays static whatever is asked, as in torch, and so does every dimension
+// of a tensor whose layout is not dense (a slice, an expanded tensor).
+struct DynamicShapes {
+  // Every dimension of every tensor input (dynamic=True).
+  bool all = false;
+  // Nothing dynamic, mark_dynamic included (dynamic=False).
+  bool none = false;
+  // Dimensions by input source ("L['x']"): automatic dynamic's choice.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> dims;
+  // Whether a live tensor's own marks count: torch's mark_dynamic and
+  // mark_static attributes (_dynamo_dynamic_indices, _dynamo_static_indices).
+  bool read_marks = true;
 };
 
 struct TraceRequest {
@@ -64,6 +82,7 @@ struct TraceRequest {
   // can emit code that runs the graph, the unsupported part in Python, and a
   // resume function.
   bool allow_breaks = false;
+  DynamicShapes dynamic;
   // Internal to Trace(): stop before this top-frame instruction index the
   // first time it is reached.
   int stop_at = -1;

@@ -17,6 +17,7 @@
 #include "lib/trace/graph_builder.h"
 #include "lib/trace/guards.h"
 #include "lib/trace/translator.h"
+#include "lib/ops/sym_shapes.h"
 #include "lib/trace/variables.h"
 
 namespace dynamo::trace {
@@ -604,7 +605,7 @@ class Translator {
   // is `result` (from the registry or a meta run): its name.
   absl::StatusOr<std::string> AddCallNode(ir::Node::Kind kind, const std::string& target,
                                           const std::vector<VarPtr>& args, const Kwargs& kwargs,
-                                          const ops::Value& result);
+                                          const ops::Value& result, bool symbolic_result = false);
   // list += iterable, list *= int: in place (`name` is "iadd" or "imul").
   absl::StatusOr<VarPtr> ListInPlace(const std::string& name, const VarPtr& list, const VarPtr& other);
   // The result of a trace that stopped (or returned with effects): the graph
@@ -616,6 +617,58 @@ class Translator {
   absl::Status Break(ir::GraphBreak::Reason reason, std::string message, std::string hint);
   ir::SourceLocation CurrentLocation() const;
   bool InTorchInternals(const Frame& f) const;
+
+  // ---- dynamic shapes (dynamic_shapes.cc) ----
+  // The symbolic sizes of a tensor input at `source` (empty: static), and
+  // its strides as expressions; makes the symbols.
+  std::vector<ops::SymExpr> InputSymbols(const SourcePtr& source, PyObject* tensor,
+                                         const ops::TensorMeta& meta, const std::vector<std::string>& names,
+                                         std::vector<ops::SymExpr>* strides);
+  // x.size(d) / x.shape[d] where the size is symbolic: a graph node.
+  absl::StatusOr<VarPtr> SizeOf(const VarPtr& tensor, int64_t dim);
+  // x.shape / x.size() with some size symbolic.
+  absl::StatusOr<VarPtr> ShapeOf(const VarPtr& tensor);
+  // + - * // % on a size int (a kSymInt and an int): a graph node, or
+  // nullopt when the operation is not one of sizes (floats, others).
+  std::optional<absl::StatusOr<VarPtr>> SymArithmetic(const std::string& op, const VarPtr& a, const VarPtr& b);
+  // == != < <= > >= on a size int: decided (and guarded) by the ShapeEnv.
+  std::optional<absl::StatusOr<VarPtr>> SymCompare(const std::string& op, const VarPtr& a, const VarPtr& b);
+  // bool(size): a decision on != 0.
+  absl::StatusOr<bool> SymTruth(const VarPtr& v);
+  // An op's arguments' symbolic side; empty when nothing is symbolic.
+  ops::SymValue SymOf(const VarPtr& v);
+  // After the registry inferred `result` for an op call: its symbolic
+  // sizes, or the inputs specialised when no rule applies.
+  absl::StatusOr<ops::SymValue> InferSymbolicResult(const ops::OpEntry& entry, const std::vector<ops::Value>& values,
+                                                    const std::vector<ops::Kwarg>& kw,
+                                                    const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                                                    const ops::Value& result);
+  // Tensor.size(), Tensor.numel() of a tensor with symbolic sizes: size ints
+  // (graph values); nullopt for any other call.
+  std::optional<absl::StatusOr<VarPtr>> SymbolicSizeCall(const std::string& target, const std::vector<VarPtr>& args,
+                                                         const Kwargs& kwargs);
+  // Guards a tensor's symbolic sizes to the values seen: for code that
+  // answers from meta.sizes (stride(), iteration, NumPy's attributes).
+  void SpecializeShape(const VarPtr& t);
+  // Gives an op's output trackers their symbolic sizes.
+  void AttachSymSizes(const VarPtr& out, const ops::SymValue& sym);
+  // The SHAPE_ENV guard and symbolic node metadata, when the trace has symbols.
+  void FinishShapes(std::vector<ir::Guard>& guards, ir::Graph& graph);
+  bool has_symbols() const { return !shape_env_.symbols().empty(); }
+
+  ops::ShapeEnv shape_env_;
+  DynamicShapes dynamic_;
+  struct SymbolSource {
+    std::string source;  // "L['x']"
+    int dim = 0;
+  };
+  std::vector<std::pair<std::string, SymbolSource>> symbol_sources_;  // in creation order
+  // "node#dim" -> its size int (one Tensor.size node per size read).
+  absl::flat_hash_map<std::string, VarPtr> size_nodes_;
+  // Ops whose inputs were specialised for want of a rule, and why.
+  std::vector<std::string> specialized_by_;
+  // node -> symbolic sizes, for graph metadata
+  absl::flat_hash_map<std::string, std::vector<ops::SymExpr>> node_sym_sizes_;
 
   const ops::Registry& registry_;
   GraphBuilder graph_{"graph_0"};

@@ -66,6 +66,15 @@ VarPtr Var::OfKind(VarKind kind, python::Object object, SourcePtr source) {
   return v;
 }
 
+VarPtr Var::SymInt(const ops::SymInt& value, ops::ShapeEnv* env) {
+  if (value.is_static() || env == nullptr) return Constant(python::FromLong(value.hint()));
+  auto v = std::make_shared<Var>();
+  v->kind = VarKind::kSymInt;
+  v->sym = value;
+  v->shape_env = env;
+  return v;
+}
+
 bool Var::is_none() const { return kind == VarKind::kConstant && object.get() == Py_None; }
 
 bool IsGradModeExit(const VarPtr& var) {
@@ -77,6 +86,7 @@ std::string Describe(const Var& var) {
   switch (var.kind) {
     case VarKind::kNull: return "NULL";
     case VarKind::kConstant: return absl::StrCat("constant ", python::Repr(var.object));
+    case VarKind::kSymInt: return absl::StrCat("size ", var.sym.ToString(), " (", var.sym.hint(), " now)");
     case VarKind::kTensor: return absl::StrCat(var.is_ndarray ? "numpy.ndarray " : "tensor ", ops::ToString(var.meta));
     case VarKind::kTuple: return absl::StrCat(var.is_size ? "torch.Size" : "tuple", " of ", var.items.size());
     case VarKind::kList: return absl::StrCat(var.container_class ? "deque" : "list", " of ", var.items.size());
@@ -140,7 +150,7 @@ absl::StatusOr<ops::Value> ConstantValue(PyObject* o) {
 
 }  // namespace
 
-absl::StatusOr<ops::Value> ToValue(const VarPtr& var) {
+absl::StatusOr<ops::Value> ToValue(const VarPtr& var, bool specialize) {
   switch (var->kind) {
     case VarKind::kTensor:
       if (var->is_ndarray) {
@@ -151,6 +161,10 @@ absl::StatusOr<ops::Value> ToValue(const VarPtr& var) {
       return ops::Value(var->meta);
     case VarKind::kConstant:
       return ConstantValue(var->object.get());
+    case VarKind::kSymInt:
+      // A size as a plain int: this trace holds for this value only.
+      if (!specialize) return ops::Value(var->sym.hint());
+      return ops::Value(var->shape_env->Specialize(var->sym).hint());
     case VarKind::kDType:
       return ops::Value(var->dtype);
     case VarKind::kDevice:
@@ -159,7 +173,7 @@ absl::StatusOr<ops::Value> ToValue(const VarPtr& var) {
     case VarKind::kList: {
       std::vector<ops::Value> items;
       for (const VarPtr& item : var->items) {
-        absl::StatusOr<ops::Value> v = ToValue(item);
+        absl::StatusOr<ops::Value> v = ToValue(item, specialize);
         if (!v.ok()) return v.status();
         items.push_back(*std::move(v));
       }
@@ -171,7 +185,9 @@ absl::StatusOr<ops::Value> ToValue(const VarPtr& var) {
       std::optional<int64_t>* parts[] = {&s.start, &s.stop, &s.step};
       for (size_t i = 0; i < 3; ++i) {
         if (var->items[i]->is_none()) continue;
-        absl::StatusOr<int64_t> v = AsInt(var->items[i]);
+        absl::StatusOr<int64_t> v = !specialize && var->items[i]->kind == VarKind::kSymInt
+                                        ? absl::StatusOr<int64_t>(var->items[i]->sym.hint())
+                                        : AsInt(var->items[i]);
         if (!v.ok()) return v.status();
         *parts[i] = *v;
       }
@@ -183,7 +199,13 @@ absl::StatusOr<ops::Value> ToValue(const VarPtr& var) {
   }
 }
 
+python::Object SpecializedInt(const VarPtr& var) {
+  if (var->kind != VarKind::kSymInt) return python::Object();
+  return python::FromLong(var->shape_env->Specialize(var->sym).hint());
+}
+
 absl::StatusOr<int64_t> AsInt(const VarPtr& var) {
+  if (var->kind == VarKind::kSymInt) return var->shape_env->Specialize(var->sym).hint();
   if (var->kind != VarKind::kConstant || !PyLong_Check(var->object.get())) {
     return absl::InvalidArgumentError(absl::StrCat("expected an int, got ", Describe(*var)));
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lib/ops/sym.h"
 #include "lib/ops/value.h"
 #include "lib/python/object.h"
 #include "lib/trace/source.h"
@@ -49,6 +50,7 @@ enum class VarKind {
   kPartial,       // functools.partial: `self` the function, `defaults` its args (kTuple),
                   // `kwdefaults` its keywords (kDict) (functools.cc)
   kUserObject,    // an instance of a plain Python class made during the trace (user_objects.cc)
+  kSymInt,        // an int that is a size expression (dynamic shapes): `sym`, asked of `shape_env`
   kSet,           // a set or frozenset (`name`) made during the trace holding a tracker that is
                   // not a Python constant: `items` its distinct members in insertion order
                   // (sets.cc); a set of constants stays a real set (kConstant)
@@ -69,6 +71,9 @@ struct Var {
   // in-place op (x.add_(1), x += 1) returns its first argument itself.
   std::string identity;
   ops::TensorMeta meta;
+  // kTensor with dynamic shapes: one expression per dim when some size is
+  // symbolic (meta.sizes holds the hints); empty: static.
+  std::vector<ops::SymExpr> sym_sizes;
   // kTensor: a numpy.ndarray over this tensor (numpy.cc). NumPy's rules,
   // not torch's, apply to it; no torch operation takes it (ToValue).
   bool is_ndarray = false;
@@ -132,6 +137,11 @@ struct Var {
   // functools.wraps's __wrapped__), made when first needed; its __name__,
   // __qualname__, __doc__ and __module__ once set are `keys` / `items`.
   VarPtr instance_dict;
+  // kSymInt: the size expression and its example value (the hint), and the
+  // trace's ShapeEnv, which guards a use of the int as a plain Python int
+  // (AsInt, ToValue: the trace then holds for that value only).
+  ops::SymInt sym;
+  ops::ShapeEnv* shape_env = nullptr;
   // kDType / kDevice / kGradMode
   ops::DType dtype = ops::DType::kFloat32;
   ops::Device device;
@@ -151,6 +161,8 @@ struct Var {
   static VarPtr Method(VarPtr self, std::string name);
   static VarPtr Cell(VarPtr contents);
   static VarPtr OfKind(VarKind kind, python::Object object, SourcePtr source = nullptr);
+  // A size int: a kSymInt when `value` is symbolic, else a constant.
+  static VarPtr SymInt(const ops::SymInt& value, ops::ShapeEnv* env);
 
   bool is_constant() const { return kind == VarKind::kConstant; }
   bool is_tensor() const { return kind == VarKind::kTensor; }
@@ -166,10 +178,15 @@ std::string Describe(const Var& var);
 // A tracker as an op-registry argument: tensors become metadata, constants,
 // dtypes, devices, slices and (nested) tuples/lists their values. Anything
 // else (a module, a function) is an error naming it.
-absl::StatusOr<ops::Value> ToValue(const VarPtr& var);
+// A size int (kSymInt) is specialised (guarded to its value) unless
+// `specialize` is false: an op call passes its symbolic side separately.
+absl::StatusOr<ops::Value> ToValue(const VarPtr& var, bool specialize = true);
 
 // A constant as a Python int/float/bool, for C++ control (range bounds, dims).
+// A kSymInt is specialised: its hint, guarded (ShapeEnv::Specialize).
 absl::StatusOr<int64_t> AsInt(const VarPtr& var);
+// A kSymInt's value as a plain int, guarded as AsInt does; null for others.
+python::Object SpecializedInt(const VarPtr& var);
 
 // True when the tracker, or anything inside it, is a tensor.
 bool ContainsTensor(const VarPtr& var);

@@ -25,7 +25,8 @@ from dynamo import config  # noqa: F401
 _LAZY = {
     "optimize": "eval_frame", "optimize_assert": "eval_frame", "disable": "eval_frame",
     "reset": "eval_frame", "OptimizedModule": "eval_frame", "compile": "eval_frame", "graph_break": "eval_frame",
-    "skip": "eval_frame",
+    "skip": "eval_frame", "mark_dynamic": "eval_frame", "maybe_mark_dynamic": "eval_frame",
+    "mark_static": "eval_frame",
     "allow_in_graph": "decorators", "disallow_in_graph": "decorators", "assume_constant_result": "decorators",
     "is_compiling": "decorators", "run": "decorators",
     "explain": "explain", "export": "explain", "ExplainOutput": "explain", "Guard": "explain",

@@ -26,6 +26,14 @@ import torch
 _BACKENDS = {}
 
 
+def _static_shapes(backend):
+    """Marks a compiler that specialises on its example inputs' shapes: the
+    runtime compiles a graph with symbolic sizes once per input shape for it
+    (dynamo.runtime._PerShape), since what it returns holds for one shape."""
+    backend._dynamo_static_shapes = True
+    return backend
+
+
 class InvalidBackend(ValueError):
     """A backend name that is not registered."""
 
@@ -141,6 +149,7 @@ def _script_or_trace(gm, example_inputs):
 
 
 @register_backend(name="ts")
+@_static_shapes
 def torchscript(gm, example_inputs):
     """TorchScript: script (else trace) the graph; for inference (grad mode
     off, which the capture guards, or nothing requiring grad) also freeze it
@@ -183,6 +192,7 @@ register_backend(torchscript, name="torchscript")
 # graph's flat inputs, as every backend's does.
 
 @register_backend
+@_static_shapes
 def inductor(gm, example_inputs):
     """TorchInductor (torch.compile's default): AOTAutograd, then generated
     kernels (C++/OpenMP on the CPU, Triton on GPUs). Inference and training."""
@@ -206,6 +216,7 @@ def _boxed_nop(fx_g, example_inputs):
 
 
 @register_backend
+@_static_shapes
 def aot_eager(gm, example_inputs):
     """AOTAutograd with eager kernels: the forward and backward graphs torch
     traces from ours (ATen ops, functionalized), run by the ATen kernels —

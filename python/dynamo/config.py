@@ -13,3 +13,8 @@ warn_recompiles = True
 # A backend that raises makes the call raise dynamo.BackendCompilerFailed
 # (torch._dynamo's default); True: warn and run the frame eagerly instead.
 suppress_errors = False
+# Dynamic shapes: after a recapture caused by a new size, the dimensions
+# whose sizes changed become symbolic (torch._dynamo's automatic dynamic), so
+# the next new size needs no capture. False: every new size is a new capture
+# (unless optimize(dynamic=True) or mark_dynamic says otherwise).
+automatic_dynamic_shapes = True

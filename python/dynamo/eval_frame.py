@@ -30,8 +30,8 @@ from dynamo.runtime import Runtime
 _runtimes = weakref.WeakSet()
 
 
-def _new_runtime(backend, nopython):
-    runtime = Runtime(backend=backend, nopython=nopython)
+def _new_runtime(backend, nopython, dynamic=None):
+    runtime = Runtime(backend=backend, nopython=nopython, dynamic=dynamic)
     _runtimes.add(runtime)
     return runtime
 
@@ -234,10 +234,10 @@ class _Optimize:
     """What optimize() returns: applied to functions and modules, it routes
     them through its one Runtime (`.runtime`)."""
 
-    def __init__(self, backend, nopython):
+    def __init__(self, backend, nopython, dynamic=None):
         self.backend = lookup_backend(backend)
         self.nopython = nopython
-        self.runtime = _new_runtime(self.backend, nopython)
+        self.runtime = _new_runtime(self.backend, nopython, dynamic)
 
     def __call__(self, fn):
         if not callable(fn):
@@ -307,7 +307,7 @@ def _identity(fn):
     return fn
 
 
-def optimize(backend="eager", nopython=False, disable=False):
+def optimize(backend="eager", nopython=False, disable=False, dynamic=None):
     """A decorator that captures functions and modules with `backend`.
 
         @dynamo.optimize("eager")
@@ -321,10 +321,14 @@ def optimize(backend="eager", nopython=False, disable=False):
     Each optimize() call owns one Runtime (its cache and history: `.runtime`,
     and `fn.dynamo_runtime` on what it returns). Failures inside capture or
     the backend never break the program: the call runs eagerly, with a
-    warning."""
+    warning. dynamic=True: every size of every tensor input is symbolic (0
+    and 1 stay static); False: all sizes are static (mark_dynamic ignored);
+    None (the default): a dimension whose size changes between captures
+    becomes symbolic (config.automatic_dynamic_shapes), and so do those
+    mark_dynamic names."""
     if disable:
         return _identity
-    return _Optimize(backend, nopython)
+    return _Optimize(backend, nopython, dynamic)
 
 
 def optimize_assert(backend="eager"):
@@ -344,22 +348,18 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     fullgraph=True: a graph break raises dynamo.Unsupported (optimize's
     nopython). mode and options configure Inductor, as torch.compile's do
     ("reduce-overhead", "max-autotune", {"epilogue_fusion": False}, ...).
-    dynamic: shapes are specialised today — a new shape is a new capture,
-    guarded, never a wrong graph — so dynamic=True warns once that it is
-    not honoured yet. disable=True: the model as it is."""
+    dynamic: as optimize()'s (True: all sizes symbolic; False: none; None:
+    automatic). disable=True: the model as it is."""
     if model is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
                                  options=options, disable=disable)
     if disable:
         return model
-    if dynamic:
-        warnings.warn("dynamo.compile(dynamic=True): shapes are specialised; each new shape is captured "
-                      "again behind its guards")
     if mode is not None or options:
         if backend != "inductor":
             raise ValueError(f"dynamo.compile: mode and options configure Inductor, not backend {backend!r}")
         backend = _inductor_with(mode, options or {})
-    return optimize(backend, nopython=fullgraph)(model)
+    return optimize(backend, nopython=fullgraph, dynamic=dynamic)(model)
 
 
 def _inductor_with(mode, options):
@@ -377,6 +377,7 @@ def _inductor_with(mode, options):
     def inductor_configured(gm, example_inputs):
         with inductor_config.patch(patches):
             return inductor(gm, example_inputs)
+    inductor_configured._dynamo_static_shapes = True
     return inductor_configured
 
 
@@ -386,3 +387,29 @@ def graph_break():
 
 
 graph_break._dynamo_disable = True
+
+
+def mark_dynamic(t, index):
+    """Makes dimension `index` (an int or a list of them) of tensor `t`
+    symbolic in the captures it enters (unless optimize(dynamic=False)),
+    as torch._dynamo.mark_dynamic does: the same attribute, so either
+    spelling works with either compiler. A size of 0 or 1 stays static."""
+    indices = [index] if isinstance(index, int) else list(index)
+    marked = set(getattr(t, "_dynamo_dynamic_indices", set()))
+    marked.update(indices)
+    t._dynamo_dynamic_indices = marked
+
+
+def maybe_mark_dynamic(t, index):
+    """mark_dynamic: libdynamo never refuses a marked dimension (a relation
+    the trace needs becomes a guard), so the two are one."""
+    mark_dynamic(t, index)
+
+
+def mark_static(t, index=None):
+    """Keeps dimension `index` of `t` (every dimension when None) static,
+    even under optimize(dynamic=True)."""
+    indices = range(t.dim()) if index is None else ([index] if isinstance(index, int) else list(index))
+    marked = set(getattr(t, "_dynamo_static_indices", set()))
+    marked.update(indices)
+    t._dynamo_static_indices = marked

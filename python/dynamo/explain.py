@@ -43,13 +43,17 @@ class Guard:
         self.reason = proto.reason
         which = proto.WhichOneof("expected")
         if which == "tensor":
-            m = meta_dict(proto.tensor)
+            m = meta_dict(proto.tensor, symbolic=True)
             dtype = str(m["dtype"]).removeprefix("torch.")
             self.expected = (f"{dtype}{m['sizes']} strides {m['strides']} {m['device']}"
                              + (" requires_grad" if m["requires_grad"] else ""))
         elif which == "value":
             value = _constant(proto.value)
             self.expected = value if isinstance(value, str) else repr(value)
+        elif proto.kind == ir.Guard.SHAPE_ENV:
+            env = proto.shape_env
+            ranges = [f"{s.name} = {s.source}.size({s.dim}) in [{s.min}, {s.max or 'inf'}]" for s in env.symbols]
+            self.expected = "; ".join(ranges + list(env.relations))
         else:
             self.expected = "None" if proto.kind == ir.Guard.IS_NONE else ""
 

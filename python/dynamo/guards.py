@@ -5,6 +5,7 @@ checks ID_MATCH by object identity where this checker can only compare names.
     failure = check_guards(capture, fn, args, kwargs)
     # None when every guard holds, else (guard, "expected ..., got ...")
 """
+import ast
 import inspect
 import re
 import sys
@@ -118,17 +119,87 @@ def _constant(arg):
     return getattr(arg, which)
 
 
-def _tensor_failure(value, expected):
+_SYM_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+               ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Pow: lambda a, b: a ** b}
+_SYM_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+                ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def sym_eval(text, bindings):
+    """A size expression or relation in lib/ops/sym.h's printed form (Python
+    syntax: ints, symbols, + - * // % **, max, min, one comparison),
+    evaluated over `bindings`. Only that grammar is accepted: the text comes
+    from a capture file and is never handed to eval()."""
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in bindings:
+                raise ValueError(f"symbol {node.id} is bound by no tensor")
+            return bindings[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in _SYM_BINOPS:
+            return _SYM_BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min")
+                and len(node.args) == 2 and not node.keywords):
+            return (max if node.func.id == "max" else min)(ev(node.args[0]), ev(node.args[1]))
+        if (isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _SYM_COMPARE):
+            return _SYM_COMPARE[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
+        raise ValueError(f"not a size expression: {text!r}")
+    if len(text) > 4096:
+        raise ValueError("a size expression longer than 4096 characters")
+    return ev(ast.parse(text, mode="eval"))
+
+
+def _tensor_failure(value, expected, bindings):
     if not isinstance(value, torch.Tensor):
         return f"expected a tensor, got {type(value).__name__}"
-    want = meta_dict(expected)
+    want = meta_dict(expected, symbolic=True)
     got = {"dtype": value.dtype, "sizes": list(value.shape), "strides": list(value.stride()),
            "device": value.device, "requires_grad": value.requires_grad}
+    # A symbol takes the size where it first appears; expressions (strides
+    # over a tensor's own sizes) are evaluated once its symbols are bound.
+    if len(want["sizes"]) == len(got["sizes"]):
+        for w, g in zip(want["sizes"], got["sizes"]):
+            if isinstance(w, str) and w.isidentifier() and w not in bindings:
+                bindings[w] = g
+    for field in ("sizes", "strides"):
+        try:
+            want[field] = [sym_eval(w, bindings) if isinstance(w, str) else w for w in want[field]]
+        except (ValueError, ZeroDivisionError) as e:
+            return f"{field}: {e}"
     for field in ("dtype", "device", "sizes", "strides", "requires_grad"):
         if field == "strides" and not want["strides"]:
             continue
         if want[field] != got[field]:
             return f"{field}: expected {want[field]}, got {got[field]}"
+    return None
+
+
+def _shape_env_failure(guard, bindings):
+    """The first symbol out of its range or relation that fails, worded as
+    lib/guards/evaluator.cc words it."""
+    env = guard.shape_env
+    for sym in env.symbols:
+        if sym.name not in bindings:
+            return f"{sym.name} ({sym.source}.size({sym.dim})) is bound by no tensor"
+        v = bindings[sym.name]
+        if v < sym.min or (sym.max and v > sym.max):
+            high = sym.max if sym.max else "inf"
+            return f"{sym.source}.size({sym.dim}) = {v}: {sym.name} must be in [{sym.min}, {high}]"
+    for relation in env.relations:
+        try:
+            holds = sym_eval(relation, bindings)
+        except (ValueError, ZeroDivisionError) as e:
+            return f"{relation}: {e}"
+        if not holds:
+            names = sorted({n.id for n in ast.walk(ast.parse(relation, mode="eval")) if isinstance(n, ast.Name)})
+            values = ", ".join(f"{n} = {bindings[n]}" for n in names if n in bindings)
+            return f"{relation} failed: {values}"
     return None
 
 
@@ -149,7 +220,9 @@ def frame_locals_for(fn, arguments):
 
 def frame_for_call(fn, args=(), kwargs=None):
     """The locals fn's frame starts with for fn(*args, **kwargs)."""
-    bound = inspect.signature(fn).bind(*args, **(kwargs or {}))
+    # The code's own parameters, not those functools.wraps advertises: a
+    # wrapper(*args, **kwargs) frame holds `args` and `kwargs`.
+    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **(kwargs or {}))
     bound.apply_defaults()
     return frame_locals_for(fn, bound.arguments)
 
@@ -159,7 +232,13 @@ def check_guards(capture, fn, args=(), kwargs=None):
     target = fn.__func__ if inspect.ismethod(fn) else fn
     frame_locals = frame_for_call(fn, args, kwargs)
     frame_globals = target.__globals__
+    bindings = {}  # size symbols -> the call's sizes (dynamic shapes)
     for guard in capture.guards:
+        if guard.kind == ir.Guard.SHAPE_ENV:
+            problem = _shape_env_failure(guard, bindings)
+            if problem:
+                return guard, f"sizes: {problem}"
+            continue
         if guard.kind == ir.Guard.GLOBAL_STATE:
             # By name from a fixed table: a capture's text never picks a
             # torch function to call (README, "Trust model").
@@ -207,7 +286,7 @@ def check_guards(capture, fn, args=(), kwargs=None):
             return guard, f"{guard.source}: cannot be read ({e!r})"
         problem = None
         if guard.kind == ir.Guard.TENSOR_MATCH:
-            problem = _tensor_failure(value, guard.tensor)
+            problem = _tensor_failure(value, guard.tensor, bindings)
         elif guard.kind == ir.Guard.EQUALS_MATCH:
             expected = _constant(guard.value)
             nan = type(value) is float and type(expected) is float and value != value and expected != expected

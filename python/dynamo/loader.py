@@ -166,21 +166,32 @@ def device_of(pb_device, what="device"):
 
 def _dim(d):
     if d.WhichOneof("value") != "size":
-        raise CaptureError(f"symbolic size {trust.show(d.symbol)} cannot be materialised")
+        text = d.symbol or d.expr
+        raise CaptureError(f"symbolic size {trust.show(text)} cannot be materialised")
     return d.size
 
 
-def meta_dict(pb_meta, what="tensor"):
-    """TensorMeta as a plain dict, for comparisons (strides [] when untracked)."""
+def _dim_or_symbol(d):
+    """A size, or the text of a symbolic one ("s0", "2*s0 + 1")."""
+    which = d.WhichOneof("value")
+    if which == "size":
+        return d.size
+    return trust.string(d.symbol if which == "symbol" else d.expr, "a symbolic size")
+
+
+def meta_dict(pb_meta, what="tensor", symbolic=False):
+    """TensorMeta as a plain dict, for comparisons (strides [] when untracked).
+    With `symbolic`, a symbolic size or stride is its text ("s0", "768*s1")."""
     if len(pb_meta.sizes) > trust.MAX_DIMS or len(pb_meta.strides) > trust.MAX_DIMS:
         raise CaptureError(f"{what}: more than {trust.MAX_DIMS} dimensions")
-    sizes = [_dim(d) for d in pb_meta.sizes]
-    if any(s < 0 or s > trust.MAX_DIM_SIZE for s in sizes):
+    dim = _dim_or_symbol if symbolic else _dim
+    sizes = [dim(d) for d in pb_meta.sizes]
+    if any(isinstance(s, int) and (s < 0 or s > trust.MAX_DIM_SIZE) for s in sizes):
         raise CaptureError(f"{what}: sizes {sizes} are not tensor sizes")
     return {
         "dtype": dtype_of(pb_meta.dtype),
         "sizes": sizes,
-        "strides": [_dim(d) for d in pb_meta.strides],
+        "strides": [dim(d) for d in pb_meta.strides],
         "device": device_of(pb_meta.device, what),
         "requires_grad": pb_meta.requires_grad,
     }
@@ -300,9 +311,16 @@ def _argument(arg, env, what, depth=0):
         return device_of(arg.device, what)
     if which == "slice":
         s = arg.slice
-        return slice(s.start if s.HasField("start") else None,
-                     s.stop if s.HasField("stop") else None,
-                     s.step if s.HasField("step") else None)
+
+        def bound(field):
+            node = getattr(s, field + "_node")
+            if node:  # a size the graph computes (dynamic shapes)
+                try:
+                    return env[node]
+                except KeyError:
+                    raise CaptureError(f"{what}: slice bound {trust.show(node)} is no earlier node") from None
+            return getattr(s, field) if s.HasField(field) else None
+        return slice(bound("start"), bound("stop"), bound("step"))
     if which == "ellipsis":
         return Ellipsis
     if which == "memory_format":
@@ -425,7 +443,7 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             fx_node.meta["dynamo_inferred_on_meta"] = node.target  # the canonical name
         kind = node.meta.WhichOneof("kind")
         if kind == "tensor":
-            fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what)
+            fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what, symbolic=True)
         env[node.name] = fx_node
     try:
         graph.lint()

@@ -198,8 +198,14 @@ class Runtime:
     """One optimize() context: a backend, a cache per code object, and what
     was captured (graphs, breaks, guards) for explain()."""
 
-    def __init__(self, backend=None, cache_size_limit=None, nopython=False, evaluate_frames=True):
+    def __init__(self, backend=None, cache_size_limit=None, nopython=False, evaluate_frames=True, dynamic=None):
         self.backend = backend or _eager_backend
+        # Dynamic shapes: True, every size of every tensor input is a symbol
+        # (0 and 1 excepted); False, none is, mark_dynamic included; None,
+        # automatic (config.automatic_dynamic_shapes) and mark_dynamic.
+        self.dynamic = dynamic
+        self._seen_sizes = weakref.WeakKeyDictionary()    # code -> {source: sizes}
+        self._dynamic_dims = weakref.WeakKeyDictionary()  # code -> {source: {dims}}
         # True: the PEP 523 evaluator (lib/embed/eval_frame.h) captures the
         # call and every frame it makes, guards checked in C++. False: only
         # the called function and its resume functions, guards checked here
@@ -221,6 +227,40 @@ class Runtime:
         self.captures = 0
         self.cache_hits = 0
         self.graphs_made = 0       # every GraphModule, counted
+
+    def reset(self):
+        """Drops this Runtime's own cache, warnings and automatic-dynamic
+        history (dynamo.reset(); the frame evaluator's caches go there too)."""
+        self.cache.clear()
+        self.warned.clear()
+        self._seen_sizes.clear()
+        self._dynamic_dims.clear()
+
+    def _dynamic_spec(self, fn, target, args, kwargs):
+        """What capture_call's `dynamic` says for this call: automatic
+        dynamic marks the dimensions of tensor inputs whose sizes differ from
+        the previous capture of the same code."""
+        if self.dynamic is False:
+            return {"none": True}
+        spec = {"all": self.dynamic is True}
+        if self.dynamic is None and config.automatic_dynamic_shapes:
+            try:
+                frame = frame_for_call(fn, args, kwargs)
+            except Exception:  # noqa: BLE001 - a signature inspect cannot bind: no history for it
+                return spec
+            code = target.__code__
+            seen = self._seen_sizes.setdefault(code, {})
+            dims = self._dynamic_dims.setdefault(code, {})
+            for label, tensor in _tensor_inputs(frame):
+                sizes = tuple(tensor.shape)
+                before = seen.get(label)
+                if before is not None and len(before) == len(sizes):
+                    changed = {d for d, (a, b) in enumerate(zip(before, sizes)) if a != b}
+                    if changed:
+                        dims.setdefault(label, set()).update(changed)
+                seen[label] = sizes
+            spec["dims"] = {label: sorted(ds) for label, ds in dims.items()}
+        return spec
 
     def stats(self):
         return {"graphs": self.graphs_made, "breaks": len(self.break_sites),
@@ -341,7 +381,8 @@ class Runtime:
     def _compile(self, fn, target, args, kwargs):
         self.captures += 1
         self_obj = fn.__self__ if isinstance(fn, types.MethodType) else None
-        result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids))
+        result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids),
+                                 self._dynamic_spec(fn, target, args, kwargs))
         capture = ir.Capture.FromString(result["capture"])
         if self.nopython and capture.graph_breaks:
             raise Unsupported(format_break(capture.graph_breaks[0]))
@@ -370,8 +411,11 @@ class Runtime:
             if config.verbose:
                 print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
             held = sys.getrefcount(gm)
+            backend = self.backend
+            if getattr(backend, "_dynamo_static_shapes", False) and _has_symbols(capture):
+                backend = _PerShape(backend)
             try:
-                compiled = self.backend(gm, example_inputs)
+                compiled = backend(gm, example_inputs)
             except Exception as e:  # noqa: BLE001 - any backend failure is the backend's
                 raise BackendCompilerFailed(self.backend, e) from e
             if sys.getrefcount(gm) <= held:
@@ -477,6 +521,56 @@ def _without_capture(compiled):
         finally:
             _C.set_eval_frame(previous)
     return run
+
+
+def _tensor_inputs(frame):
+    """(source, tensor) for each tensor a frame's locals hold, directly or
+    as an item of a list, tuple or dict (**kwargs): what automatic dynamic
+    watches."""
+    for name, value in frame.items():
+        if isinstance(value, torch.Tensor):
+            yield f"L[{name!r}]", value
+        elif isinstance(value, (list, tuple)) and len(value) <= 64:
+            for i, item in enumerate(value):
+                if isinstance(item, torch.Tensor):
+                    yield f"L[{name!r}][{i}]", item
+        elif isinstance(value, dict) and len(value) <= 64:  # **kwargs
+            for key, item in value.items():
+                if isinstance(key, str) and isinstance(item, torch.Tensor):
+                    yield f"L[{name!r}][{key!r}]", item
+
+
+def _has_symbols(capture):
+    return any(g.kind == ir.Guard.SHAPE_ENV for g in capture.guards)
+
+
+class _PerShape:
+    """A backend that specialises on shapes (Inductor, AOTAutograd) given a
+    graph with symbolic sizes: compiled again for each new combination of
+    input sizes and strides (the capture itself stays one). Keyed by the
+    inputs' geometry, so a compiled graph only ever runs on the shapes it
+    was compiled for."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.compiled = {}
+        self.gm = None
+
+    @staticmethod
+    def _key(inputs):
+        return tuple((tuple(t.shape), t.stride()) if isinstance(t, torch.Tensor) else (type(t), t) for t in inputs)
+
+    def __call__(self, gm, example_inputs):
+        self.gm = gm
+        self.compiled[self._key(example_inputs)] = self.backend(gm, example_inputs)
+        return self.run
+
+    def run(self, *inputs):
+        key = self._key(inputs)
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            compiled = self.compiled[key] = self.backend(self.gm, list(inputs))
+        return compiled(*inputs)
 
 
 def _placeholder_sources(capture):

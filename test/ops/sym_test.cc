@@ -902,3 +902,31 @@ TEST_CASE("sym: Decide needs hints for every symbol", "[ops][sym]") {
 
 }  // namespace
 }  // namespace dynamo::ops
+
+namespace dynamo::ops {
+namespace {
+
+// DivideExact: the polynomial quotient view(-1) needs.
+TEST_CASE("sym: exact polynomial division", "[ops][sym]") {
+  auto q = [](const char* a, const char* b) -> std::string {
+    absl::StatusOr<std::optional<SymExpr>> r = DivideExact(*ParseSymExpr(a), *ParseSymExpr(b));
+    REQUIRE(r.ok());
+    return *r ? (*r)->ToString() : "none";
+  };
+  CHECK(q("768*s0*s1", "s0*s1") == "768");
+  CHECK(q("768*s0*s1", "768") == "s0*s1");
+  CHECK(q("2*s0 + 2", "2") == "s0 + 1");
+  CHECK(q("s0**2 - 1", "s0 + 1") == "s0 - 1");
+  CHECK(q("s0*s1 + s0*s2", "s1 + s2") == "s0");
+  CHECK(q("6*s0*(s1//2)", "3*(s1//2)") == "2*s0");
+  CHECK(q("0", "s0") == "0");
+  CHECK(q("s0 + 1", "2") == "none");
+  CHECK(q("s0", "s1") == "none");
+  CHECK(q("3*s0", "2*s0") == "none");
+  CHECK(q("s0**2 + 1", "s0 + 1") == "none");
+  CHECK(DivideExact(*ParseSymExpr("s0"), 0).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dynamo::ops
