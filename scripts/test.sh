@@ -45,7 +45,7 @@ fi
 # The tests that depend on the interpreter's version: its bytecode (decoder,
 # assembler, the standard library's and torch's code objects), the
 # translator, the rewrite and resume functions, the frame evaluator, guards.
-version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|capture_test|backends_test|memory_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test|api_parity|device_runners'
+version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|dynamic_shapes|capture_test|backends_test|memory_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test|api_parity|device_runners'
 for version in ${DYNAMO_EXTRA_PYTHONS-3.12 3.13}; do
   base=$(ls -d "$HOME/.pyenv/versions/$version".*/bin/python"$version" 2>/dev/null | tail -n 1 || true)
   if [ -z "$base" ]; then

@@ -2,9 +2,12 @@
 
 #include <Python.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -307,8 +310,25 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
 
   // Specs are checked before the script runs: a typo costs no import.
   trace::TraceRequest request;
+  DimSpecs dims;
+  for (const std::string& text : options.dims) {
+    absl::StatusOr<DimSpec> d = ParseDimSpec(text);
+    if (!d.ok()) return d.status();
+    if (dims.contains(d->name)) return absl::InvalidArgumentError(absl::StrCat("--dim ", d->name, " given twice"));
+    request.dynamic.constraints.push_back({d->name, d->min, d->max, d->multiple});
+    dims.emplace(d->name, *std::move(d));
+  }
+  absl::flat_hash_set<std::string> named;  // the symbols the specs use
+  std::function<void(const trace::TraceInput&)> collect = [&](const trace::TraceInput& in) {
+    for (const std::string& s : in.dim_symbols) {
+      if (!s.empty()) named.insert(s);
+    }
+    for (const trace::TraceInput& item : in.items) collect(item);
+  };
   for (const std::string& spec : options.inputs) {
-    absl::StatusOr<ParsedInput> parsed = ParseInputSpec(spec);
+    absl::StatusOr<ParsedInput> parsed = ParseInputSpec(spec, dims);
+    if (!parsed.ok()) return parsed.status();
+    collect(parsed->value);
     if (!parsed.ok()) return parsed.status();
     if (parsed->name.empty()) {
       if (!request.kwargs.empty()) {
@@ -322,6 +342,12 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
   }
   if (!options.inputs.empty() && !options.example_inputs.empty()) {
     return absl::InvalidArgumentError("give --input specs or --example-inputs, not both");
+  }
+  for (const std::string& text : options.dims) {
+    std::string name(absl::StripAsciiWhitespace(text.substr(0, text.find('='))));
+    if (!named.contains(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("--dim ", name, ": no --input names a size ", name));
+    }
   }
 
   absl::StatusOr<Object> module = python::ImportScript(options.script, {.as_main = options.as_main});

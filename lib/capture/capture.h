@@ -37,6 +37,10 @@ struct CaptureOptions {
   bool as_main = false;  // import the script as __main__
   // Input specs (lib/capture/input_spec.h), positional in order or name=spec.
   std::vector<std::string> inputs;
+  // Constraints of the symbolic sizes the specs name (--dim B=1..64,
+  // T=%8; lib/capture/input_spec.h): the capture holds for every size they
+  // and its guards admit.
+  std::vector<std::string> dims;
   // Alternatively, a function of the script returning example inputs: a tuple
   // of positional arguments, a dict of keyword arguments, or (tuple, dict).
   // Only their metadata is kept for tensors.

@@ -2,6 +2,7 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace dynamo::capture {
 namespace {
@@ -55,9 +57,31 @@ std::string Shown(absl::string_view text) {
   return out;
 }
 
+bool IsIdentifier(absl::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// The example value of a symbol: `wanted` (8 when unset) moved into the
+// range and up to the next multiple, else the largest multiple in range.
+absl::StatusOr<int64_t> ResolveExample(const DimSpec& d, int64_t wanted) {
+  const int64_t hi = d.max == 0 ? kMaxSize : d.max;
+  auto up = [&d](int64_t v) { return (v + d.multiple - 1) / d.multiple * d.multiple; };
+  int64_t v = up(std::clamp<int64_t>(wanted, d.min, hi));
+  if (v > hi) v = hi / d.multiple * d.multiple;
+  if (v < d.min || v > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("--dim ", d.name, ": no multiple of ", d.multiple, " in [", d.min,
+                                                   ", ", d.max == 0 ? "inf" : absl::StrCat(d.max), "]"));
+  }
+  return v;
+}
+
 class Parser {
  public:
-  explicit Parser(absl::string_view text) : text_(text) {}
+  Parser(absl::string_view text, const DimSpecs& dims) : text_(text), dims_(dims) {}
 
   absl::StatusOr<TraceInput> Value() {
     SkipSpace();
@@ -104,14 +128,28 @@ class Parser {
     if (dtype == nullptr) return Error("a dtype (f32, i64, bool, ...)", start);
     ++pos_;  // '['
     std::vector<int64_t> sizes;
+    std::vector<std::string> symbols;  // parallel to sizes: "" for a number
     int64_t numel = 1;
     SkipSpace();
     while (!Done() && text_[pos_] != ']') {
       size_t num_start = pos_;
-      while (!Done() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
       int64_t n = 0;
-      if (!absl::SimpleAtoi(text_.substr(num_start, pos_ - num_start), &n) || n > kMaxSize) {
-        return Error(absl::StrCat("a size from 0 to 2^40"), num_start);
+      if (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_') {
+        // A symbolic size: its example value stands in for it.
+        while (!Done() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
+        std::string name(text_.substr(num_start, pos_ - num_start));
+        auto it = dims_.find(name);
+        DimSpec spec = it != dims_.end() ? it->second : DimSpec{name};
+        absl::StatusOr<int64_t> example = ResolveExample(spec, spec.example != 0 ? spec.example : 8);
+        if (!example.ok()) return example.status();
+        n = *example;
+        symbols.resize(sizes.size());
+        symbols.push_back(std::move(name));
+      } else {
+        while (!Done() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+        if (!absl::SimpleAtoi(text_.substr(num_start, pos_ - num_start), &n) || n > kMaxSize) {
+          return Error(absl::StrCat("a size from 0 to 2^40, or a symbol name"), num_start);
+        }
       }
       if (sizes.size() == kMaxDims) return Error(absl::StrCat("at most ", kMaxDims, " dimensions"), num_start);
       // Bounded over max(size, 1), as strides multiply: a 0 does not make
@@ -130,6 +168,7 @@ class Parser {
     }
     if (Done()) return Error("']'");
     ++pos_;  // ']'
+    if (!symbols.empty()) symbols.resize(sizes.size());
     ops::TensorMeta meta = ops::TensorMeta::Contiguous(dtype->dtype, sizes);
     // Suffixes: @device and :grad, in that order.
     if (!Done() && text_[pos_] == '@') {
@@ -154,7 +193,9 @@ class Parser {
             "input spec '", Shown(text_), "': only floating point tensors can require grad"));
       }
     }
-    return TraceInput::Tensor(std::move(meta));
+    TraceInput in = TraceInput::Tensor(std::move(meta));
+    in.dim_symbols = std::move(symbols);
+    return in;
   }
 
   absl::StatusOr<TraceInput> Scalar(const std::string& word, size_t start) {
@@ -239,13 +280,56 @@ class Parser {
   }
 
   absl::string_view text_;
+  const DimSpecs& dims_;
   size_t pos_ = 0;
   int depth_ = 0;  // containers open at pos_
 };
 
 }  // namespace
 
-absl::StatusOr<ParsedInput> ParseInputSpec(absl::string_view spec) {
+absl::StatusOr<DimSpec> ParseDimSpec(absl::string_view text) {
+  auto error = [&text](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("--dim '", Shown(text), "': ", what));
+  };
+  if (text.size() > 256) return error("longer than 256 characters");
+  size_t eq = text.find('=');
+  if (eq == absl::string_view::npos) return error("expected NAME=CONSTRAINTS (B=1..64, T=%8, T=8..512,%8,ex=64)");
+  DimSpec d;
+  d.name = std::string(absl::StripAsciiWhitespace(text.substr(0, eq)));
+  if (!IsIdentifier(d.name)) return error("the name must be an identifier");
+  int64_t wanted = 8;
+  for (absl::string_view part : absl::StrSplit(text.substr(eq + 1), ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    auto number = [&](absl::string_view digits, int64_t* out) {
+      return absl::SimpleAtoi(digits, out) && *out >= 0 && *out <= kMaxSize;
+    };
+    if (absl::StartsWith(part, "%")) {
+      if (!number(part.substr(1), &d.multiple) || d.multiple < 1) return error("a multiple is %N with N >= 1");
+    } else if (absl::StartsWith(part, "ex=")) {
+      if (!number(part.substr(3), &wanted) || wanted < 1) return error("an example value is ex=N with N >= 1");
+      d.example = wanted;
+    } else if (size_t dots = part.find(".."); dots != absl::string_view::npos) {
+      absl::string_view lo = part.substr(0, dots), hi = part.substr(dots + 2);
+      if (!lo.empty() && !number(lo, &d.min)) return error("a range is LO..HI with sizes from 0 to 2^40");
+      if (!hi.empty() && !number(hi, &d.max)) return error("a range is LO..HI with sizes from 0 to 2^40");
+      // Sizes 0 and 1 are specialised wherever a trace sees them (as in
+      // torch): a symbol is a size of at least 1, and traced at >= 2.
+      if (d.min < 1) return error("a symbolic size is at least 1 (0-sized inputs are their own capture)");
+      if (!hi.empty() && d.max < std::max<int64_t>(d.min, 2)) return error("the range holds no size >= 2 to trace with");
+    } else {
+      return error(absl::StrCat("unknown constraint '", Shown(part), "' (LO..HI, %N or ex=N)"));
+    }
+  }
+  absl::StatusOr<int64_t> example = ResolveExample(d, std::max<int64_t>(wanted, 2));
+  if (!example.ok()) return example.status();
+  if (d.example != 0 && *example != d.example) {
+    return error(absl::StrCat("the example value ", d.example, " is outside the constraints"));
+  }
+  d.example = *example;
+  return d;
+}
+
+absl::StatusOr<ParsedInput> ParseInputSpec(absl::string_view spec, const DimSpecs& dims) {
   if (spec.size() > kMaxSpecLength) {
     return absl::InvalidArgumentError(absl::StrCat("input spec of ", spec.size(),
                                                    " characters: at most ", kMaxSpecLength));
@@ -263,7 +347,7 @@ absl::StatusOr<ParsedInput> ParseInputSpec(absl::string_view spec) {
       body = spec.substr(eq + 1);
     }
   }
-  Parser p(body);
+  Parser p(body, dims);
   absl::StatusOr<TraceInput> value = p.Value();
   if (!value.ok()) return value.status();
   p.SkipSpace();

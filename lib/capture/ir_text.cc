@@ -18,7 +18,9 @@ std::string DTypeText(ir::DType d) {
 
 std::string DimsText(const google::protobuf::RepeatedPtrField<ir::Dim>& dims) {
   std::vector<std::string> parts;
-  for (const ir::Dim& d : dims) parts.push_back(d.has_symbol() ? d.symbol() : absl::StrCat(d.size()));
+  for (const ir::Dim& d : dims) {
+    parts.push_back(d.has_symbol() ? d.symbol() : d.has_expr() ? d.expr() : absl::StrCat(d.size()));
+  }
   return absl::StrJoin(parts, ", ");
 }
 
@@ -100,6 +102,17 @@ std::string GuardValue(const ir::Guard& g) {
   if (g.has_tensor()) {
     return absl::StrCat(TensorText(g.tensor()), " strides [", DimsText(g.tensor().strides()), "] ",
                         DeviceText(g.tensor().device()));
+  }
+  if (g.kind() == ir::Guard::SHAPE_ENV) {
+    // "s0 = L['x'].size(0) in [2, inf]; s0 == s1; s1 <= 64"
+    std::vector<std::string> parts;
+    for (const ir::SizeSymbol& s : g.shape_env().symbols()) {
+      parts.push_back(absl::StrCat(s.name(), " = ", s.source(), ".size(", s.dim(), ") in [", s.min(), ", ",
+                                   s.max() != 0 ? absl::StrCat(s.max()) : "inf", "] (", s.hint(), " seen)"));
+    }
+    for (const std::string& r : g.shape_env().relations()) parts.push_back(r);
+    for (const std::string& why : g.shape_env().specialized()) parts.push_back(absl::StrCat("specialized by ", why));
+    return absl::StrJoin(parts, "; ");
   }
   if (g.kind() == ir::Guard::OBJECT_ALIASING) {  // "L['x'] L['y'] | 0 1": equal groups, same object
     return absl::StrCat(absl::StrJoin(g.sources(), " "), " | ", absl::StrJoin(g.groups(), " "));

@@ -141,15 +141,16 @@ PyObject* Disassemble(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
 
 PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"script", "function", "inputs", "example_inputs", "weights",
-                                   nullptr};
+                                   "dims", nullptr};
   PyObject* script_bytes = nullptr;  // a new reference from PyUnicode_FSConverter
   const char* function = nullptr;
   PyObject* inputs = nullptr;  // borrowed
   const char* example_inputs = "";
   const char* weights = "none";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&s|O$ss:capture", const_cast<char**>(keywords),
+  PyObject* dims = nullptr;  // borrowed: --dim constraints ("B=1..64")
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&s|O$ssO:capture", const_cast<char**>(keywords),
                                    PyUnicode_FSConverter, &script_bytes, &function, &inputs,
-                                   &example_inputs, &weights)) {
+                                   &example_inputs, &weights, &dims)) {
     return nullptr;
   }
   Object script = Object::Steal(script_bytes);
@@ -157,7 +158,8 @@ PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
   options.script = PyBytes_AS_STRING(script.get());
   options.function = function;
   options.example_inputs = example_inputs;
-  if (!InputSpecs(inputs, options.inputs) || !WeightsByName(weights, options.weights)) {
+  if (!InputSpecs(inputs, options.inputs) || !InputSpecs(dims, options.dims) ||
+      !WeightsByName(weights, options.weights)) {
     return nullptr;
   }
   absl::StatusOr<capture::Captured> captured = capture::CaptureFunction(options);
@@ -327,11 +329,13 @@ PyMethodDef kMethods[] = {
      "with EXTENDED_ARG folded, no memory addresses, and KW_NAMES resolved. nested\n"
      "also lists the code objects in co_consts, after their parent."},
     {"capture", AsCFunction(Interruptible<methods::Capture>::Call), METH_VARARGS | METH_KEYWORDS,
-     "capture(script, function, inputs=(), *, example_inputs='', weights='none') -> bytes\n\n"
+     "capture(script, function, inputs=(), *, example_inputs='', weights='none', dims=()) -> bytes\n\n"
      "Captures `function` of the script at path `script` (imported into this\n"
      "interpreter) for the input specs (['x=f32[8,3]', 'int:2']) or the script's\n"
      "`example_inputs` function, as dynamo-export does, and returns the serialized\n"
-     "Capture (dynamo.loader reads it). weights: 'none' or 'embed'. Raises\n"
+     "Capture (dynamo.loader reads it). Sizes named in specs (f32[B,3]) are\n"
+     "symbolic, constrained by `dims` (['B=1..64', 'T=%8'], dynamo-export's --dim).\n"
+     "weights: 'none' or 'embed'. Raises\n"
      "GraphBreak for a construct that needs a break, CaptureError for any other\n"
      "failure, with a one-line message."},
     {"set_eval_frame", Interruptible<SetEvalFrame>::Call, METH_VARARGS,

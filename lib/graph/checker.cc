@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "lib/ops/sym.h"
 
 namespace dynamo::graph {
 namespace {
@@ -73,8 +74,15 @@ absl::Status CheckDims(const google::protobuf::RepeatedPtrField<ir::Dim>& dims,
       return absl::InvalidArgumentError(
           absl::StrCat(what, " ", i, " is negative (", d.size(), ")"));
     }
-    if (d.value_case() == ir::Dim::kSymbol && d.symbol().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", i, " has an empty symbol"));
+    if (d.value_case() == ir::Dim::kSymbol) {
+      absl::StatusOr<ops::SymExpr> e = ops::ParseSymExpr(d.symbol());
+      if (!e.ok() || !e->symbol_name()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " ", i, " is no symbol name: '", d.symbol(), "'"));
+      }
+    }
+    if (d.value_case() == ir::Dim::kExpr) {
+      absl::StatusOr<ops::SymExpr> e = ops::ParseSymExpr(d.expr());
+      if (!e.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " ", i, ": ", e.status().message()));
     }
     ++i;
   }
@@ -205,6 +213,17 @@ absl::Status CheckCapture(const ir::Capture& capture) {
       return Invalid(where, absl::StrCat("unknown kind ", static_cast<int>(guard.kind())));
     }
     if (guard.source().empty()) return Invalid(where, "has no source");
+    if (guard.kind() == ir::Guard::SHAPE_ENV) {
+      for (const ir::SizeSymbol& sym : guard.shape_env().symbols()) {
+        absl::StatusOr<ops::SymExpr> name = ops::ParseSymExpr(sym.name());
+        if (!name.ok() || !name->symbol_name()) return Invalid(where, absl::StrCat("'", sym.name(), "' is no symbol name"));
+        if (sym.max() != 0 && sym.max() < sym.min()) return Invalid(where, absl::StrCat(sym.name(), "'s range is empty"));
+      }
+      for (const std::string& r : guard.shape_env().relations()) {
+        absl::StatusOr<ops::SymRelation> rel = ops::ParseSymRelation(r);
+        if (!rel.ok()) return Invalid(where, rel.status().message());
+      }
+    }
   }
   for (int i = 0; i < capture.graph_breaks_size(); ++i) {
     const ir::GraphBreak& br = capture.graph_breaks(i);

@@ -17,6 +17,7 @@
 #include "lib/ops/meta.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/ops/registry.h"
+#include "lib/ops/sym.h"
 #include "lib/python/error.h"
 #include "lib/trace/translator.h"
 #include "test/test_support.h"
@@ -494,11 +495,69 @@ TEST_CASE("hand-written sources: dict keys, sys.modules, devices, bad input", "[
     CHECK(absl::StrContains(error(id), "expected module numpy, the frame holds module torch"));
     ir::Guard sym = Hand(ir::Guard::TENSOR_MATCH, "L['x']");
     *sym.mutable_tensor() = ops::ToProto(ops::TensorMeta::Contiguous(ops::DType::kFloat32, {2}));
-    sym.mutable_tensor()->mutable_sizes(0)->set_symbol("s0");
-    CHECK(absl::StrContains(error(sym), "symbolic size 's0'"));
+    sym.mutable_tensor()->mutable_sizes(0)->set_symbol("2s");
+    CHECK(absl::StrContains(error(sym), "size symbol '2s' is no name"));
+    sym.mutable_tensor()->mutable_sizes(0)->set_expr("s0 +* 1");
+    CHECK(absl::StrContains(error(sym), "size:"));
+    ir::Guard env = Hand(ir::Guard::SHAPE_ENV, "shape_env");
+    env.mutable_shape_env()->add_relations("s0 <== 3");
+    CHECK(!error(env).empty());
     ir::Guard state = Hand(ir::Guard::GLOBAL_STATE, "no_such_state");
     CHECK(absl::StrContains(error(state), "unknown global state"));
   }
+}
+
+TEST_CASE("dynamic shapes: symbols bind, expressions and relations are checked", "[guards]") {
+  Exec("def two(x, y):\n  return x\n");
+  // x: float32[s0, s1] with strides [s1, 1]; y: float32[s1]; s0 <= 8.
+  ir::Guard x = Hand(ir::Guard::TENSOR_MATCH, "L['x']");
+  *x.mutable_tensor() = ops::ToProto(ops::TensorMeta::Contiguous(ops::DType::kFloat32, {4, 3}));
+  ops::SetSymDims({ops::SymExpr::Symbol("s0"), ops::SymExpr::Symbol("s1")}, x.mutable_tensor()->mutable_sizes());
+  ops::SetSymDims({ops::SymExpr::Symbol("s1"), ops::SymExpr(1)}, x.mutable_tensor()->mutable_strides());
+  ir::Guard y = Hand(ir::Guard::TENSOR_MATCH, "L['y']");
+  *y.mutable_tensor() = ops::ToProto(ops::TensorMeta::Contiguous(ops::DType::kFloat32, {3}));
+  ops::SetSymDims({ops::SymExpr::Symbol("s1")}, y.mutable_tensor()->mutable_sizes());
+  ir::Guard env = Hand(ir::Guard::SHAPE_ENV, "shape_env");
+  for (const auto& [name, dim] : {std::pair<const char*, int>{"s0", 0}, {"s1", 1}}) {
+    ir::SizeSymbol* s = env.mutable_shape_env()->add_symbols();
+    s->set_name(name);
+    s->set_source("L['x']");
+    s->set_dim(dim);
+    s->set_min(2);
+  }
+  env.mutable_shape_env()->add_relations("s0 <= 8");
+  GuardEvaluator ev = CompileOk({x, y, env}, Frame("two", "dict(x=torch.randn(4, 3), y=torch.randn(3))"));
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(4, 3), y=torch.randn(3))")) == "");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(8, 7), y=torch.randn(7))")) == "");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(9, 3), y=torch.randn(3))")) == "sizes: s0 <= 8 failed: s0 = 9");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(4, 3), y=torch.randn(5))")) ==
+        "L['y']: sizes: expected [s1], got [5] (s1 is 3 elsewhere)");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(1, 3), y=torch.randn(3))")) ==
+        "sizes: L['x'].size(0) = 1: s0 must be in [2, inf]");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(3, 4).t(), y=torch.randn(3))")) ==
+        "L['x']: strides: expected [s1, 1], got [1, 4]");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(4, 3, 1), y=torch.randn(3))")) ==
+        "L['x']: sizes: expected [s0, s1], got [4, 3, 1]");
+
+  // Traced offline with a named size: the graph's guards accept every B in
+  // the declared range, and name the relation the trace relied on.
+  Exec("def rows(x):\n  return x.view(x.shape[0] // 2, -1) * 2\n");
+  trace::TraceRequest request;
+  request.function = Eval("rows");
+  trace::TraceInput in = T({8, 3});
+  in.dim_symbols = {"B", ""};
+  request.args = {in};
+  request.dynamic.constraints.push_back({"B", 2, 64, 2});
+  trace::BreakInfo why;
+  absl::StatusOr<trace::TraceResult> r = trace::Trace(request, ops::DefaultRegistry(), &why);
+  INFO(why.message);
+  DYNAMO_REQUIRE_OK(r);
+  REQUIRE(HasGuard(r->guards, ir::Guard::SHAPE_ENV, "shape_env"));
+  GuardEvaluator rows = CompileOk(r->guards, Frame("rows", "dict(x=torch.randn(8, 3))"));
+  CHECK(Verdict(rows, Frame("rows", "dict(x=torch.randn(20, 3))")) == "");
+  CHECK(Verdict(rows, Frame("rows", "dict(x=torch.randn(66, 3))")) == "sizes: L['x'].size(0) = 66: B must be in [2, 64]");
+  CHECK(Verdict(rows, Frame("rows", "dict(x=torch.randn(7, 3))")) == "sizes: B % 2 == 0 failed: B = 7");
+  CHECK(Verdict(rows, Frame("rows", "dict(x=torch.randn(8, 4))")) == "L['x']: sizes: expected [B, 3], got [8, 4]");
 }
 
 TEST_CASE("the same verdicts as python/dynamo/guards.py on the same calls", "[guards]") {

@@ -233,7 +233,8 @@ void RegisterFactoryOps(Registry& r) {
   r.Add("torch.randn_like", {absl::StrCat("Tensor input", like_kw)}, kFactory | kRandom,
         Like(kNotUniform, "normal_kernel"));
   for (absl::string_view name : {"new_zeros", "new_ones", "new_empty"}) {
-    r.Add(absl::StrCat("Tensor.", name), {absl::StrCat("Tensor self, int[] size", kw)}, kFactory,
+    // x.new_zeros(2, 3) and x.new_zeros((2, 3)) alike, as torch's parser takes them.
+    r.Add(absl::StrCat("Tensor.", name), {absl::StrCat("Tensor self, *int[] size", kw)}, kFactory,
           New());
   }
   r.Add("Tensor.new_full", {absl::StrCat("Tensor self, int[] size, Number fill_value", kw)},

@@ -370,7 +370,8 @@ class Emitter {
       case VarKind::kConstant:
         LoadConst(v->object);
         return absl::OkStatus();
-      case VarKind::kSymInt:  // a size int: the graph computed it and returns it
+      case VarKind::kSymInt:  // a size int: an input's, read again, or one the graph computed and returns
+        if (v->source) return LoadSource(v->source);
         for (size_t i = 0; i < result_.output_nodes.size(); ++i) {
           if (result_.output_nodes[i] != v->node) continue;
           Emit(op::kLoadFast, graph_out_);

@@ -2502,8 +2502,17 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
       if (!inputs.contains(v->node) && seen.insert(v->node).second) outputs.push_back(v->node);
       return;
     }
-    if (v->kind == VarKind::kSymInt) {  // a size the graph computes: Python gets it from the graph
-      if (seen.insert(v->node).second) outputs.push_back(v->node);
+    if (v->kind == VarKind::kSymInt) {
+      // A size the guards fixed (it was used as a plain int) is that int;
+      // any other the graph computes, and Python gets it from the graph.
+      absl::StatusOr<ops::SymExpr> fixed = shape_env_.Simplify(v->sym.expr());
+      if (fixed.ok() && fixed->is_constant()) {
+        v->kind = VarKind::kConstant;
+        v->object = python::FromLong(*fixed->constant());
+        v->node.clear();
+        return;
+      }
+      if (!v->source && seen.insert(v->node).second) outputs.push_back(v->node);  // else read from its input
       return;
     }
     for (const VarPtr& i : v->items) visit(i);

@@ -56,24 +56,46 @@ std::vector<int64_t> MarkedDims(PyObject* tensor, const char* attribute) {
   return dims;
 }
 
-// Strides over symbolic sizes for a dense layout: dims ordered by stride,
-// each stride the product of the sizes inside it. Empty when the layout is
-// not a dense permutation the expressions reproduce at the hints.
-std::vector<ops::SymExpr> DenseStrides(const ops::TensorMeta& meta, const std::vector<ops::SymExpr>& sizes) {
-  if (!meta.has_strides() || !ops::IsNonOverlappingAndDense(meta)) return {};
-  std::vector<size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), 0);
-  // Innermost first; ties (size-1 dims) keep the later dim inner, as
-  // contiguous strides do.
-  std::stable_sort(order.begin(), order.end(), [&meta](size_t a, size_t b) {
+// How a tensor's strides follow from its sizes, when they do: dims ordered
+// innermost first, each stride the product of the sizes inside it, except
+// expanded dims (stride 0) and size-1 dims (any stride, kept as seen).
+// nullopt for a layout that is no such function of the sizes (a slice of a
+// larger tensor): that input stays static.
+struct StridePlan {
+  std::vector<size_t> order;  // innermost first, expanded dims left out
+};
+std::optional<StridePlan> PlanStrides(const ops::TensorMeta& meta) {
+  if (!meta.has_strides()) return std::nullopt;
+  StridePlan plan;
+  for (size_t d = 0; d < meta.sizes.size(); ++d) {
+    if (meta.strides[d] != 0 || meta.sizes[d] < 2) plan.order.push_back(d);
+  }
+  // Ties (size-1 dims) keep the later dim inner, as contiguous strides do.
+  std::stable_sort(plan.order.begin(), plan.order.end(), [&meta](size_t a, size_t b) {
     if (meta.strides[a] != meta.strides[b]) return meta.strides[a] < meta.strides[b];
     return a > b;
   });
-  std::vector<ops::SymExpr> strides(sizes.size());
+  int64_t running = 1;
+  for (size_t d : plan.order) {
+    if (meta.sizes[d] >= 2 && meta.strides[d] != running) return std::nullopt;
+    if (meta.sizes[d] >= 2 || meta.strides[d] == running) running *= meta.sizes[d];
+  }
+  return plan;
+}
+
+std::vector<ops::SymExpr> PlannedStrides(const ops::TensorMeta& meta, const StridePlan& plan,
+                                         const std::vector<ops::SymExpr>& sizes) {
+  std::vector<ops::SymExpr> strides(sizes.size(), ops::SymExpr(0));
   ops::SymExpr running(1);
-  for (size_t d : order) {
+  int64_t running_hint = 1;
+  for (size_t d : plan.order) {
+    if (meta.sizes[d] < 2 && meta.strides[d] != running_hint) {
+      strides[d] = ops::SymExpr(meta.strides[d]);  // a size-1 dim's stride is free
+      continue;
+    }
     strides[d] = running;
     running = running * sizes[d];
+    running_hint *= meta.sizes[d];
   }
   return strides;
 }
@@ -123,12 +145,20 @@ std::vector<ops::SymExpr> Translator::InputSymbols(const SourcePtr& source, PyOb
   for (size_t d = 0; d < names.size() && d < dynamic.size(); ++d) dynamic[d] = !names[d].empty();
   if (std::none_of(dynamic.begin(), dynamic.end(), [](bool b) { return b; })) return {};
 
+  for (size_t d = 0; d < dynamic.size(); ++d) dynamic[d] = dynamic[d] && meta.sizes[d] >= 2;
+  if (std::none_of(dynamic.begin(), dynamic.end(), [](bool b) { return b; })) return {};
+  // A layout the expressions cannot describe (a slice of a larger tensor):
+  // this input stays static. Decided before any symbol is made, so every
+  // symbol is bound by the input it was made for.
+  std::optional<StridePlan> plan = PlanStrides(meta);
+  if (!plan && meta.has_strides()) return {};
+
   std::vector<ops::SymExpr> sizes;
   bool any = false;
   for (size_t d = 0; d < meta.sizes.size(); ++d) {
     const int64_t hint = meta.sizes[d];
     // Sizes 0 and 1 stay static: so much code branches on them.
-    if (!dynamic[d] || hint < 2) {
+    if (!dynamic[d]) {
       sizes.emplace_back(hint);
       continue;
     }
@@ -143,25 +173,31 @@ std::vector<ops::SymExpr> Translator::InputSymbols(const SourcePtr& source, PyOb
       }
       symbol = ops::SymExpr::Symbol(name);
     } else {
+      const DynamicShapes::Constraint* constraint = nullptr;
+      for (const DynamicShapes::Constraint& c : dynamic_.constraints) {
+        if (c.name == name) constraint = &c;
+      }
+      ops::Range range{2, ops::kInf};
+      if (constraint != nullptr) range = {constraint->min, constraint->max == 0 ? ops::kInf : constraint->max};
       absl::StatusOr<ops::SymInt> made = name.empty() ? absl::StatusOr<ops::SymInt>(shape_env_.NewSymbol(hint))
-                                                      : shape_env_.NewNamedSymbol(name, hint);
+                                                      : shape_env_.NewNamedSymbol(name, hint, range);
       if (!made.ok()) {
         sizes.emplace_back(hint);
         continue;
       }
       symbol = made->expr();
       symbol_sources_.push_back({*symbol.symbol_name(), SymbolSource{label, static_cast<int>(d)}});
+      if (constraint != nullptr && constraint->multiple > 1) {
+        // Declared, so the trace may rely on it; the SHAPE_ENV guard says so.
+        absl::StatusOr<ops::SymExpr> rem = ops::Mod(symbol, constraint->multiple);
+        if (rem.ok()) (void)shape_env_.Decide(ops::RelKind::kEq, *rem, 0);
+      }
     }
     sizes.push_back(symbol);
     any = true;
   }
   if (!any) return {};
-  *strides = DenseStrides(meta, sizes);
-  if (strides->empty() && meta.has_strides()) {
-    // A layout the expressions cannot describe (a slice, an expanded
-    // tensor): this input stays static. Its symbols stay unused.
-    return {};
-  }
+  if (plan) *strides = PlannedStrides(meta, *plan, sizes);
   return sizes;
 }
 
@@ -184,6 +220,9 @@ absl::StatusOr<VarPtr> Translator::SizeOf(const VarPtr& tensor, int64_t dim) {
                                     IntMeta(tensor->meta.sizes[i]), CurrentLocation());
   VarPtr v = Var::SymInt(ops::SymInt::Symbolic(tensor->meta.sizes[i], tensor->sym_sizes[i]), &shape_env_);
   v->node = node;
+  // An input's size: Python rebuilds it after a break as x.shape[d], so a
+  // graph need not return it.
+  if (tensor->source) v->source = Source::Item(Source::Attr(tensor->source, "shape"), *d);
   size_nodes_[key] = v;
   return v;
 }
@@ -372,6 +411,7 @@ void Translator::FinishShapes(std::vector<ir::Guard>& guards, ir::Graph& graph) 
   }
   ir::Guard g;
   g.set_kind(ir::Guard::SHAPE_ENV);
+  g.set_source("shape_env");
   g.set_reason("relations between input sizes the trace relied on");
   ir::ShapeEnvGuard* env = g.mutable_shape_env();
   for (const auto& [name, where] : symbol_sources_) {

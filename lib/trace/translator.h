@@ -70,6 +70,15 @@ struct DynamicShapes {
   // Whether a live tensor's own marks count: torch's mark_dynamic and
   // mark_static attributes (_dynamo_dynamic_indices, _dynamo_static_indices).
   bool read_marks = true;
+  // Named symbols' constraints (offline --dim): the declared range and a
+  // modulus, which the trace may rely on (recorded with the guards).
+  struct Constraint {
+    std::string name;
+    int64_t min = 2;
+    int64_t max = 0;  // 0: unbounded
+    int64_t multiple = 1;
+  };
+  std::vector<Constraint> constraints;
 };
 
 struct TraceRequest {

@@ -258,7 +258,7 @@ class Export(BadInput):
         self.assertIn("Traceback (most recent call last)", result.stderr)
 
     def test_malformed_specs(self):
-        for spec, fragment in [("f32[2,x]", "position 7"), ("f33[2]", "a dtype"), ("f32[2", "']'"),
+        for spec, fragment in [("f32[2,?]", "position 7"), ("f33[2]", "a dtype"), ("f32[2", "']'"),
                                ("[f32[2],", "a value or ']'"), ("i64[2]:grad", "floating point"),
                                ("int:x", "an int"), ("f32[2]@nowhere:7", "device type at start of device string"),
                                ("f32[2]@cuda:01", "Invalid device string"), ("f32[2]@cuda:128", "Invalid device string"),
@@ -266,6 +266,25 @@ class Export(BadInput):
             with self.subTest(spec=spec):
                 self.assert_export_error(
                     export(self.model, "--fn", "net.forward", "-i", spec, "-o", self.out), fragment)
+
+    def test_malformed_dims(self):
+        for dims, fragment in [(["B=5..3"], "no size >= 2"), (["B=0..4"], "at least 1"), (["B"], "NAME=CONSTRAINTS"),
+                               (["B=%0"], "N >= 1"), (["B=2..3,%4"], "no multiple of 4"), (["B=x"], "unknown constraint"),
+                               (["B=2..9,ex=12"], "outside the constraints"), (["C=2..8"], "no --input names a size C"),
+                               (["B=2..8", "B=4.."], "given twice"), (["1B=2..8"], "identifier")]:
+            with self.subTest(dims=dims):
+                args = [a for d in dims for a in ("--dim", d)]
+                self.assert_export_error(
+                    export(self.model, "--fn", "net.forward", "-i", "x=f32[B,4]", *args, "-o", self.out), fragment)
+
+    def test_symbolic_sizes(self):
+        result = export(self.model, "--fn", "net.forward", "-i", "x=f32[B,4]", "--dim", "B=1..64,%2", "-o", self.out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        shown = run(self.out)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("float32[B, 4]", shown.stdout)
+        self.assertIn("B = L['x'].size(0) in [1, 64] (8 seen)", shown.stdout)
+        self.assertIn("B % 2 == 0", shown.stdout)
 
     def test_wrong_argument_count(self):
         self.assert_export_error(export(self.model, "--fn", "net.forward", "-o", self.out),

@@ -535,7 +535,7 @@ def cache_size_limit_runs_eagerly_with_one_warning():
     dynamo.config.cache_size_limit = 2
     try:
         counter = Counter()
-        g = dynamo.optimize(counter)(f)
+        g = dynamo.optimize(counter, dynamic=False)(f)  # static: each size is a capture
         with recorded_warnings() as caught:
             for n in range(1, 7):
                 x = torch.randn(n)

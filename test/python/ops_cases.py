@@ -1111,6 +1111,9 @@ def _new(name):
         yield (x, (), *fill), {"requires_grad": True}
     yield (T(2, requires_grad=True), (2,), *fill), {}
     yield (T(2), (-1,), *fill), {}
+    if not fill:  # sizes as separate arguments (x.new_zeros(4, 1)); new_full takes a sequence only
+        yield (T(2, 3), 4, 1), {}
+        yield (T(2, 3), 5), {"dtype": torch.int64}
 
 
 # ---------------------------------------------------------------- indexing

@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   app.add_option("--input,-i", options.capture.inputs,
                  "an input, positional or name=spec: f32[8,3], i64[1,128]@cuda:0, int:3, "
                  "[f32[3],f32[3]], None");
+  app.add_option("--dim", options.capture.dims,
+                 "a symbolic size's constraints: B=1..64, T=%8, T=8..512,%8,ex=64 (sizes named in --input: "
+                 "f32[B,T]; see the README)");
   app.add_option("--example-inputs", options.capture.example_inputs,
                  "a function in the script returning example inputs (their metadata is used)");
   app.add_option("-o,--output", options.output, "where to write the capture")->required();
