@@ -1,7 +1,9 @@
 // Guard checking time: libdynamo's compiled evaluator (lib/guards) against
 // the offline Python checker (python/dynamo/guards.py check_guards) on the
 // same guards and the same calls, in the same run: a two-tensor function and
-// torchvision's resnet18 forward (guards from lib/trace's translator).
+// torchvision's resnet18 forward (guards from lib/trace's translator), each
+// traced with static sizes and with every size symbolic (dynamic=True: the
+// TENSOR_MATCH guards bind symbols, a SHAPE_ENV guard checks the relations).
 //
 //   build/bench/guard_bench [--benchmark_filter=resnet18]
 #include <Python.h>
@@ -48,10 +50,11 @@ Object g_check_guards;
 
 absl::Status Prepare(const std::string& name, const Object& function, const Object& self,
                      const Object& callable, std::vector<dynamo::ops::TensorMeta> metas,
-                     const Object& pb2) {
+                     const Object& pb2, bool dynamic = false) {
   dynamo::trace::TraceRequest request;
   request.function = function;
   request.self = self;
+  request.dynamic.all = dynamic;
   std::vector<Object> tensors;
   Object torch = *py::Import("torch");
   for (const dynamo::ops::TensorMeta& m : metas) {
@@ -166,13 +169,19 @@ int main(int argc, char** argv) {
                 {TensorMeta::Contiguous(DType::kFloat32, {8, 16}), TensorMeta::Contiguous(DType::kFloat32, {8, 16})},
                 *pb2),
         Prepare("resnet18", resnet_forward, resnet, *py::GetAttr(resnet, "forward"),
-                {TensorMeta::Contiguous(DType::kFloat32, {1, 3, 224, 224})}, *pb2)}) {
+                {TensorMeta::Contiguous(DType::kFloat32, {1, 3, 224, 224})}, *pb2),
+        Prepare("two_tensors_dynamic", two, Object(), two,
+                {TensorMeta::Contiguous(DType::kFloat32, {8, 16}), TensorMeta::Contiguous(DType::kFloat32, {8, 16})},
+                *pb2, /*dynamic=*/true),
+        Prepare("resnet18_dynamic", resnet_forward, resnet, *py::GetAttr(resnet, "forward"),
+                {TensorMeta::Contiguous(DType::kFloat32, {1, 3, 224, 224})}, *pb2, /*dynamic=*/true)}) {
     if (!s.ok()) {
       std::cerr << s.message() << "\n";
       return 1;
     }
   }
-  for (const char* name : {"two_tensors", "resnet18"}) {
+  const char* const kCases[] = {"two_tensors", "resnet18", "two_tensors_dynamic", "resnet18_dynamic"};
+  for (const char* name : kCases) {
     benchmark::RegisterBenchmark((std::string("libdynamo/") + name).c_str(), Libdynamo, std::string(name))
         ->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark((std::string("python_check_guards/") + name).c_str(), PythonChecker,
@@ -184,7 +193,7 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   std::cout << "\nns per check, and python_check_guards time / libdynamo time (same run):\n";
-  for (const char* name : {"two_tensors", "resnet18"}) {
+  for (const char* name : kCases) {
     auto ours = g_ns.find(std::string("libdynamo/") + name);
     auto peer = g_ns.find(std::string("python_check_guards/") + name);
     if (ours == g_ns.end()) continue;

@@ -10,16 +10,23 @@
 // basic indexing, cat, transpose, layer_norm). The torch side calls each op
 // on meta tensors from a Python loop (what a tracer in Python pays); ours
 // calls Registry::Infer with the same arguments. Reports inference calls/s
-// for both, then the ratio.
+// for both, then the ratio. BM_RegistryInferSymbolic runs the same mix with
+// the batch size a symbol (dynamic shapes: every tensor's first dim of 8
+// and the 8 a view asks for are s0): Registry::Infer on the example sizes,
+// then the symbolic rule (lib/ops/sym_shapes.h) for the output expressions.
 #include <Python.h>
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "lib/ops/registry.h"
+#include "lib/ops/sym.h"
+#include "lib/ops/sym_shapes.h"
 #include "lib/python/error.h"
 #include "lib/python/interpreter.h"
 #include "lib/python/object.h"
@@ -137,7 +144,68 @@ void BM_TorchMetaDevice(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsRate);
 }
 
+// The symbolic side of a mix argument: a first dim of 8 (and an int 8) is s0.
+dynamo::ops::SymValue BatchSymbolic(const Value& v, const dynamo::ops::SymExpr& s0) {
+  using dynamo::ops::SymExpr;
+  using dynamo::ops::SymValue;
+  if (v.is_tensor() && !v.as_tensor().sizes.empty() && v.as_tensor().sizes[0] == 8) {
+    std::vector<SymExpr> sizes(v.as_tensor().sizes.begin(), v.as_tensor().sizes.end());
+    sizes[0] = s0;
+    return SymValue::Tensor(std::move(sizes));
+  }
+  if (v.is_int() && v.as_int() == 8) return SymValue::Int(s0);
+  if (v.is_list()) {
+    std::vector<SymValue> items;
+    bool symbolic = false;
+    for (const Value& item : v.items()) {
+      items.push_back(BatchSymbolic(item, s0));
+      symbolic |= !items.back().is_static();
+    }
+    return symbolic ? SymValue::List(std::move(items)) : SymValue();
+  }
+  return SymValue();
+}
+
+void BM_RegistryInferSymbolic(benchmark::State& state) {
+  const dynamo::ops::Registry& registry = dynamo::ops::DefaultRegistry();
+  dynamo::ops::ShapeEnv env;
+  const dynamo::ops::SymExpr s0 = env.NewSymbol(8).expr();
+  struct SymCall {
+    const dynamo::ops::OpEntry* op;
+    std::vector<dynamo::ops::SymValue> args, kwargs;
+  };
+  std::vector<SymCall> sym;
+  for (const OpCall& call : g_mix) {
+    SymCall c{registry.Find(call.op), {}, {}};
+    for (const Value& a : call.args) c.args.push_back(BatchSymbolic(a, s0));
+    for (const Kwarg& k : call.kwargs) c.kwargs.push_back(BatchSymbolic(k.value, s0));
+    sym.push_back(std::move(c));
+  }
+  size_t calls = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < g_mix.size(); ++i) {
+      const OpCall& call = g_mix[i];
+      absl::StatusOr<Value> out = sym[i].op->Infer(call.args, call.kwargs);
+      if (!out.ok()) {
+        state.SkipWithError(std::string(out.status().message()).c_str());
+        return;
+      }
+      absl::StatusOr<dynamo::ops::SymValue> s =
+          dynamo::ops::InferSymbolic(*sym[i].op, call.args, sym[i].args, call.kwargs, sym[i].kwargs, *out, env);
+      if (!s.ok()) {
+        state.SkipWithError(absl::StrCat(call.op, ": ", s.status().message()).c_str());
+        return;
+      }
+      benchmark::DoNotOptimize(s);
+      ++calls;
+    }
+  }
+  state.counters["calls/s"] =
+      benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsRate);
+}
+
 BENCHMARK(BM_RegistryInfer)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
+BENCHMARK(BM_RegistryInferSymbolic)->Unit(benchmark::kMicrosecond)->MinTime(2.0);
 BENCHMARK(BM_TorchMetaDevice)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -182,9 +250,14 @@ int main(int argc, char** argv) {
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   const double ours = g_rates["BM_RegistryInfer"], theirs = g_rates["BM_TorchMetaDevice"];
+  const double symbolic = g_rates["BM_RegistryInferSymbolic"];
   if (ours > 0 && theirs > 0) {
     std::cout << "\nregistry: " << ours << " inference calls/s; torch meta device: " << theirs
               << " calls/s; ratio " << ours / theirs << "x\n";
+  }
+  if (ours > 0 && symbolic > 0) {
+    std::cout << "registry with a symbolic batch size: " << symbolic << " calls/s (" << symbolic / ours
+              << "x of static sizes; " << symbolic / std::max(theirs, 1.0) << "x torch's meta device)\n";
   }
   return 0;
 }

@@ -27,14 +27,14 @@ ctest --test-dir build --output-on-failure --parallel 2 "$@"
 # left out: the CLIs carry their own runtime, and two runtimes cannot share
 # a process; the fuzz harnesses cover the CLIs' parsers.)
 # DYNAMO_SANITIZE_BUILD=0 skips it.
-sanitizer_cpp='^(python_test|bytecode_test|bytecode_rewrite_test|guards_test|ir_test|ops_registry_test|ops_sym_test|capture_test|embed_module_test)$|^fuzz_'
-sanitizer_live='^(break_test|live_corpus_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test)$'
+sanitizer_cpp='^(python_test|bytecode_test|bytecode_rewrite_test|guards_test|ir_test|ops_registry_test|ops_sym_test|ops_sym_shapes_test|capture_test|embed_module_test)$|^fuzz_'
+sanitizer_live='^(break_test|live_corpus_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test|dynamic_shapes_test)$'
 if [ "${DYNAMO_SANITIZE_BUILD:-1}" = 1 ]; then
   CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DDYNAMO_WERROR=ON -DDYNAMO_FUZZ=ON \
         -DDYNAMO_PYTHON="$venv/bin/python" -DDYNAMO_BUILD_BENCHMARKS=OFF -DDYNAMO_FUZZ_SMOKE_SECONDS=30
   # Only what these tests run (not the CLIs, benchmarks or other tests).
   cmake --build build-asan --target python_test bytecode_test bytecode_rewrite_test guards_test ir_test \
-        ops_registry_test ops_sym_test capture_test embed_module_test dynamo_C dynamo_python_package \
+        ops_registry_test ops_sym_test ops_sym_shapes_test capture_test embed_module_test dynamo_C dynamo_python_package \
         input_spec_fuzz capture_fuzz bytecode_fuzz guards_fuzz \
         input_spec_fuzz_replay capture_fuzz_replay bytecode_fuzz_replay guards_fuzz_replay
   ctest --test-dir build-asan --output-on-failure --parallel 2 -R "$sanitizer_cpp"

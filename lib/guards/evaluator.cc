@@ -261,6 +261,24 @@ struct Step {
   PinnedType pin;     // the type the plan was made for
 };
 
+// The size symbols bound by the TENSOR_MATCH guards of the check in
+// progress on this thread (dynamic shapes), for the SHAPE_ENV guard after
+// them; null when none is in progress. Per thread, and saved and restored
+// per check: a guard that runs Python code (a __getattr__) may let another
+// thread check the same program, or check another program on this one.
+thread_local ops::SymBindings* t_bindings = nullptr;
+
+class BindingsScope {
+ public:
+  explicit BindingsScope(ops::SymBindings* b) : saved_(t_bindings) { t_bindings = b; }
+  ~BindingsScope() { t_bindings = saved_; }
+  BindingsScope(const BindingsScope&) = delete;
+  BindingsScope& operator=(const BindingsScope&) = delete;
+
+ private:
+  ops::SymBindings* saved_;
+};
+
 struct TensorSpec {
   PyObject* exact_type = nullptr;  // the tensor's exact type (Program::Keep)
   PinnedType type;   // the same type; the C getters are valid under its tag
@@ -485,11 +503,6 @@ struct GuardEvaluator::Program {
   std::vector<AliasCheck> aliases;
   std::vector<TensorSpec> tensors;
   std::vector<ShapeCheck> shapes;
-  // The size symbols bound by the TENSOR_MATCH guards of the check in
-  // progress (dynamic shapes), for the SHAPE_ENV guard after them; null
-  // when none is in progress. Swapped per check, so a guard that runs
-  // Python code that checks this program again sees its own.
-  mutable ops::SymBindings* bindings = nullptr;
   bool ShapeHolds(const ShapeCheck& c, std::string* why) const;
   bool SymbolicTensorHolds(const TensorSpec& t, PyObject* v, PyObject* shape, std::string* why) const;
   Object s_parameters, s_buffers, s_modules, s_shape, s_dtype, s_device, s_requires_grad, s_stride;
@@ -826,7 +839,7 @@ bool Program::SymbolicTensorHolds(const TensorSpec& t, PyObject* v, PyObject* sh
     return fail("");
   }
   ops::SymBindings local;
-  ops::SymBindings& b = bindings != nullptr ? *bindings : local;
+  ops::SymBindings& b = t_bindings != nullptr ? *t_bindings : local;
   for (size_t d = 0; d < got.size(); ++d) {
     if (!t.size_symbols[d].empty()) {
       auto [it, fresh] = b.try_emplace(t.size_symbols[d], got[d]);
@@ -867,7 +880,7 @@ bool Program::SymbolicTensorHolds(const TensorSpec& t, PyObject* v, PyObject* sh
 
 bool Program::ShapeHolds(const ShapeCheck& c, std::string* why) const {
   static const ops::SymBindings kNone;
-  const ops::SymBindings& b = bindings != nullptr ? *bindings : kNone;
+  const ops::SymBindings& b = t_bindings != nullptr ? *t_bindings : kNone;
   for (const ShapeCheck::Symbol& sym : c.symbols) {
     auto it = b.find(sym.name);
     if (it == b.end()) {
@@ -1036,18 +1049,6 @@ bool Program::Run(const FrameView& f) const {
   return true;
 }
 
-// Points a program's `bindings` at a check's own for its duration.
-class BindingsScope {
- public:
-  BindingsScope(const GuardEvaluator::Program& p, ops::SymBindings* b) : p_(p), saved_(p.bindings) { p.bindings = b; }
-  ~BindingsScope() { p_.bindings = saved_; }
-  BindingsScope(const BindingsScope&) = delete;
-  BindingsScope& operator=(const BindingsScope&) = delete;
-
- private:
-  const GuardEvaluator::Program& p_;
-  ops::SymBindings* saved_;
-};
 
 Object Program::Resolve(int node, const FrameView& f) const {
   std::vector<int> chain;
@@ -1732,7 +1733,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
   }
   // Compiled against the frame the trace saw, every guard must hold there.
   ops::SymBindings bindings;
-  BindingsScope scope(*p, &bindings);
+  BindingsScope scope(&bindings);
   for (size_t gi = 0; gi < guards.size(); ++gi) {
     if (std::optional<std::string> why = p->ExplainGuard(gi, at_capture)) {
       return absl::FailedPreconditionError(absl::StrCat("guard does not hold on the frame it is compiled against: ", *why));
@@ -1745,7 +1746,7 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
   const Program& p = *program_;
   if (p.life->dead) return false;
   ops::SymBindings bindings;
-  BindingsScope scope(p, p.shapes.empty() ? nullptr : &bindings);
+  BindingsScope scope(&bindings);
   for (const GlobalCheck& g : p.globals) {
     if (!p.GlobalHolds(g, nullptr)) {
       python::ClearError();
@@ -1768,7 +1769,7 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
 int GuardEvaluator::FirstFailing(const FrameView& frame) const {
   if (program_->life->dead) return 0;
   ops::SymBindings bindings;
-  BindingsScope scope(*program_, &bindings);
+  BindingsScope scope(&bindings);
   for (size_t i = 0; i < program_->guards.size(); ++i) {
     if (program_->ExplainGuard(i, frame)) return static_cast<int>(i);
   }
@@ -1778,7 +1779,7 @@ int GuardEvaluator::FirstFailing(const FrameView& frame) const {
 std::optional<std::string> GuardEvaluator::Explain(const FrameView& frame) const {
   if (program_->life->dead) return "an object the guards identify by address has been freed";
   ops::SymBindings bindings;
-  BindingsScope scope(*program_, &bindings);
+  BindingsScope scope(&bindings);
   for (size_t i = 0; i < program_->guards.size(); ++i) {
     if (std::optional<std::string> why = program_->ExplainGuard(i, frame)) return why;
   }

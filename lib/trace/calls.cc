@@ -438,7 +438,10 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     // The same tensor reached by a second path: one node, and the identity
     // between the paths is guarded.
     NoteTensorSource(source, tensor.get());
-    return typed(Var::Tensor(it->second, *meta, source));
+    VarPtr same = typed(Var::Tensor(it->second, *meta, source));
+    // Its sizes are the first path's: symbolic where those are.
+    if (auto sym = node_sym_sizes_.find(it->second); sym != node_sym_sizes_.end()) same->sym_sizes = sym->second;
+    return same;
   }
   if (!source) {
     return Break(ir::GraphBreak::OTHER, "a tensor object made outside the trace with no known path",

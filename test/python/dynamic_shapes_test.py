@@ -309,6 +309,10 @@ def guards():
     # Relations that keep holding: one capture over many sizes.
     expect_one_capture("arithmetic on sizes", lambda x: x.view(x.size(0) * x.size(1), -1).sum() + x.size(0) // 2,
                        [(torch.randn(b, t, 4),) for b, t in ((2, 3), (5, 7), (9, 4), (3, 11))])
+    # The same tensor through two parameters: the second path has the
+    # first one's symbolic sizes.
+    expect_one_capture("one tensor, two parameters", lambda a, b: a.view(b.shape[0], -1) + b.shape[0],
+                       [(t, t) for t in (torch.randn(4, 3), torch.randn(7, 3), torch.randn(9, 3))])
     expect_one_capture("size results returned", lambda x: (x.shape, x.size(1) * 4, x.numel(), len(x)),
                        [(torch.randn(b, t),) for b, t in ((2, 3), (5, 7), (9, 4))])
 
