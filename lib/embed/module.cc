@@ -141,16 +141,17 @@ PyObject* Disassemble(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
 
 PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"script", "function", "inputs", "example_inputs", "weights",
-                                   "dims", nullptr};
+                                   "dims", "allow_breaks", nullptr};
   PyObject* script_bytes = nullptr;  // a new reference from PyUnicode_FSConverter
   const char* function = nullptr;
   PyObject* inputs = nullptr;  // borrowed
   const char* example_inputs = "";
   const char* weights = "none";
   PyObject* dims = nullptr;  // borrowed: --dim constraints ("B=1..64")
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&s|O$ssO:capture", const_cast<char**>(keywords),
+  int allow_breaks = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&s|O$ssOp:capture", const_cast<char**>(keywords),
                                    PyUnicode_FSConverter, &script_bytes, &function, &inputs,
-                                   &example_inputs, &weights, &dims)) {
+                                   &example_inputs, &weights, &dims, &allow_breaks)) {
     return nullptr;
   }
   Object script = Object::Steal(script_bytes);
@@ -158,6 +159,7 @@ PyObject* Capture(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
   options.script = PyBytes_AS_STRING(script.get());
   options.function = function;
   options.example_inputs = example_inputs;
+  options.allow_breaks = allow_breaks != 0;
   if (!InputSpecs(inputs, options.inputs) || !InputSpecs(dims, options.dims) ||
       !WeightsByName(weights, options.weights)) {
     return nullptr;
@@ -329,15 +331,17 @@ PyMethodDef kMethods[] = {
      "with EXTENDED_ARG folded, no memory addresses, and KW_NAMES resolved. nested\n"
      "also lists the code objects in co_consts, after their parent."},
     {"capture", AsCFunction(Interruptible<methods::Capture>::Call), METH_VARARGS | METH_KEYWORDS,
-     "capture(script, function, inputs=(), *, example_inputs='', weights='none', dims=()) -> bytes\n\n"
+     "capture(script, function, inputs=(), *, example_inputs='', weights='none', dims=(), allow_breaks=False)\n"
+     "    -> bytes\n\n"
      "Captures `function` of the script at path `script` (imported into this\n"
      "interpreter) for the input specs (['x=f32[8,3]', 'int:2']) or the script's\n"
      "`example_inputs` function, as dynamo-export does, and returns the serialized\n"
      "Capture (dynamo.loader reads it). Sizes named in specs (f32[B,3]) are\n"
      "symbolic, constrained by `dims` (['B=1..64', 'T=%8'], dynamo-export's --dim).\n"
      "weights: 'none' or 'embed'. Raises\n"
-     "GraphBreak for a construct that needs a break, CaptureError for any other\n"
-     "failure, with a one-line message."},
+     "GraphBreak for a construct that needs a break (unless allow_breaks, as\n"
+     "dynamo-export --allow-breaks; dynamo.loader.load_program runs such a\n"
+     "capture), CaptureError for any other failure, with a one-line message."},
     {"set_eval_frame", Interruptible<SetEvalFrame>::Call, METH_VARARGS,
      "set_eval_frame(callback, cache_size_limit=-1) -> previous callback (-1 keeps the limit)\n\n"
      "Sets this thread's PEP 523 frame evaluator callback (None: off). See\n"

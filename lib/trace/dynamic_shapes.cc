@@ -100,17 +100,20 @@ std::vector<ops::SymExpr> PlannedStrides(const ops::TensorMeta& meta, const Stri
   return strides;
 }
 
+// An int constant that fits in 64 bits (a bigger one is Python's business).
 bool IsPlainInt(const VarPtr& v) {
-  return v->is_constant() && PyLong_CheckExact(v->object.get());
+  if (!v->is_constant() || !PyLong_CheckExact(v->object.get())) return false;
+  int overflow = 0;
+  PyLong_AsLongLongAndOverflow(v->object.get(), &overflow);
+  return overflow == 0;
 }
 
 bool IsSizeOperand(const VarPtr& v) { return v->kind == VarKind::kSymInt || IsPlainInt(v); }
 
+// A size operand (IsSizeOperand) as a SymInt.
 ops::SymInt SymIntOf(const VarPtr& v) {
   if (v->kind == VarKind::kSymInt) return v->sym;
-  int overflow = 0;
-  long long value = PyLong_AsLongLongAndOverflow(v->object.get(), &overflow);
-  return ops::SymInt(static_cast<int64_t>(value));
+  return ops::SymInt(static_cast<int64_t>(PyLong_AsLongLong(v->object.get())));
 }
 
 ir::ValueMeta IntMeta(int64_t hint) {

@@ -515,13 +515,23 @@ class _Program:
 
     def __init__(self, capture, g, resumes):
         self.capture, self.g, self.resumes = capture, g, resumes
+        # The inputs' symbolic sizes (dynamic shapes): the regenerating
+        # capture makes the same dimensions symbolic, or its code would be
+        # that of one size.
+        dims = {}
+        for spec in capture.inputs:
+            if spec.WhichOneof("value") == "tensor":
+                symbolic = [d for d, dim in enumerate(spec.tensor.sizes) if dim.WhichOneof("value") != "size"]
+                if symbolic:
+                    dims[spec.name] = symbolic
+        self.dynamic = {"dims": dims} if dims else None
 
     def regenerate(self, fn, self_obj, args, kwargs, rewrite_id, expected, what):
         """libdynamo's rewritten code for this call, checked against the file."""
         import marshal
 
         from dynamo import _C
-        result = _C.capture_call(fn, self_obj, tuple(args), dict(kwargs), rewrite_id)
+        result = _C.capture_call(fn, self_obj, tuple(args), dict(kwargs), rewrite_id, self.dynamic)
         if result["code"] is None or marshal.dumps(result["code"]) != expected:
             raise CaptureError(f"{what}: the capture's code does not match what libdynamo produces "
                                f"for {fn.__code__.co_qualname} on these arguments; not running it")

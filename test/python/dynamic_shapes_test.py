@@ -412,6 +412,10 @@ torch.manual_seed(0)
 resnet = t.resnet18().eval()
 gpt = t.GPT().eval()
 halves = t.halves
+try:
+    bert = t.bert().eval()
+except ImportError:
+    bert = None
 """
 
 
@@ -470,6 +474,35 @@ def offline():
                     fail(f"offline {fn}", f"differs from eager at {[tuple(a.shape) for a in args]}")
             if VERBOSE:
                 print(f"offline {fn}: symbols {names} relations {list(shape_env[0].relations)}")
+        if eager.bert is not None:
+            offline_program(script, eager, tmp)
+
+
+def offline_program(script, eager, tmp):
+    """BERT (transformers) through its own forward's wrappers, whose context
+    variable writes a capture replays after the graph: exported with
+    allow_breaks and symbolic B and T, run by dynamo.loader.load_program
+    (which regenerates the code with the same sizes symbolic) at several
+    sizes: equal to eager."""
+    from dynamo import _C
+    from dynamo.loader import load_program
+    data = _C.capture(script, "bert.forward", ["input_ids=i64[B,T]", "attention_mask=i64[B,T]"],
+                      weights="embed", dims=["B=1..16", "T=2..64"], allow_breaks=True)
+    capture = ir.Capture.FromString(data)
+    if not any(g.kind == ir.Guard.SHAPE_ENV for g in capture.guards):
+        fail("offline bert", "no SHAPE_ENV guard")
+        return
+    run = load_program(capture, eager.bert.forward, base_dir=tmp, trusted=True)
+    for b, t in ((2, 8), (3, 17), (1, 5), (4, 64)):
+        ids = torch.randint(0, 97, (b, t))
+        with torch.no_grad():
+            got = run(input_ids=ids, attention_mask=torch.ones_like(ids))
+            want = eager.bert(input_ids=ids, attention_mask=torch.ones_like(ids))
+        if not same(got.last_hidden_state, want.last_hidden_state):
+            fail("offline bert", f"differs from eager at batch {b}, length {t}")
+    if VERBOSE:
+        relations = [list(g.shape_env.relations) for g in capture.guards if g.kind == ir.Guard.SHAPE_ENV]
+        print(f"offline bert.forward (with breaks allowed): {len(capture.graphs)} graph(s), relations {relations}")
 
 
 def main():
