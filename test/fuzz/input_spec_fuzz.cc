@@ -2,7 +2,9 @@
 // success the parsed value must be one the rest of the pipeline can take
 // without overflow: a tensor has at most 64 dims, no negative size, an
 // element count that fits in 62 bits, and metadata graph::CheckTensorMeta
-// accepts once written as IR.
+// accepts once written as IR; its symbolic sizes name identifiers, one per
+// dim. The same bytes go to the --dim parser: an accepted constraint has an
+// example value inside its range and a multiple of its modulus.
 #include <cstdint>
 #include <string>
 
@@ -40,11 +42,25 @@ void CheckValue(const TraceInput& value, size_t size, int depth) {
   for (const TraceInput& item : value.items) CheckValue(item, size, depth + 1);
 }
 
+// The --dim half, run on every input too.
+void CheckDimSpec(const std::string& text, size_t size) {
+  absl::StatusOr<dynamo::capture::DimSpec> d = dynamo::capture::ParseDimSpec(text);
+  if (!d.ok()) {
+    FUZZ_CHECK(d.status().message().find('\n') == absl::string_view::npos, "a --dim error spans several lines", size);
+    return;
+  }
+  FUZZ_CHECK(d->min >= 1 && d->multiple >= 1, "a --dim range below 1 or a modulus below 1 accepted", size);
+  FUZZ_CHECK(d->example >= 2 && d->example >= d->min && (d->max == 0 || d->example <= d->max),
+             "a --dim example value outside its range", size);
+  FUZZ_CHECK(d->example % d->multiple == 0, "a --dim example value that is no multiple", size);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dynamo::fuzz::EnsurePython();
   const std::string spec(reinterpret_cast<const char*>(data), size);
+  CheckDimSpec(spec, size);
   absl::StatusOr<dynamo::capture::ParsedInput> parsed = dynamo::capture::ParseInputSpec(spec);
   if (!parsed.ok()) {
     // One line, as the CLIs print it.
@@ -53,5 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   CheckValue(parsed->value, size, 0);
+  if (!parsed->value.dim_symbols.empty()) {
+    FUZZ_CHECK(parsed->value.dim_symbols.size() == parsed->value.tensor.sizes.size(),
+               "symbolic sizes not one per dim", size);
+  }
   return 0;
 }

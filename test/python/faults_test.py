@@ -137,8 +137,11 @@ def interrupts():
             if i % 100 == 0:
                 dynamo.reset()  # fresh captures, so interrupts land in capture too
                 optimized = {id(p): dynamo.optimize("eager")(p) for p in programs}
-            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.02, 2.0) * mean_call)
+            delay = rng.uniform(0.02, 2.0) * mean_call
             try:
+                # Armed inside the try: on a loaded machine the alarm can
+                # fire before the next statement starts.
+                signal.setitimer(signal.ITIMER_REAL, delay)
                 with torch.no_grad():
                     got = optimized[id(fn)](*args)
                 signal.setitimer(signal.ITIMER_REAL, 0)
