@@ -225,23 +225,12 @@ absl::StatusOr<Indexed> ApplyIndex(const TensorMeta& t, const Value& index) {
   }
   // Drop the indexed dims, then put the broadcast shape where they were
   // (adjacent indices) or in front (separated ones), as numpy does.
-  std::vector<int64_t> rest;
-  size_t insert_at = adjacent ? advanced[0].dim : 0;
-  size_t removed_before = 0;
   std::vector<bool> indexed(sizes.size(), false);
   for (const Advanced& a : advanced) {
     for (int64_t k = 0; k < a.consumed; ++k) indexed[a.dim + static_cast<size_t>(k)] = true;
   }
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (indexed[i]) {
-      if (i < insert_at) ++removed_before;
-      continue;
-    }
-    rest.push_back(sizes[i]);
-  }
-  insert_at -= removed_before;
-  rest.insert(rest.begin() + static_cast<ptrdiff_t>(insert_at), shape.begin(), shape.end());
-  out.meta = NewTensor(t.dtype, std::move(rest), t.device, t.requires_grad);
+  out.meta = NewTensor(t.dtype, PlaceAdvancedIndex(sizes, indexed, adjacent, advanced[0].dim, shape), t.device,
+                       t.requires_grad);
   // index() allocates its result like TensorIterator: contiguous when the
   // tensor and every index tensor are (embedding-style lookups); other layouts
   // (channels-last inputs, transposed indices) are not modelled, so unknown.

@@ -13,6 +13,7 @@
 //   return Value(PointwiseOutput(*dtype, *sizes, inputs, a.as_tensor().device));
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -154,6 +155,29 @@ std::vector<int64_t> ChannelsLastStrides(const std::vector<int64_t>& sizes);
 // input.suggest_memory_format() (convolution, pooling, batch_norm, pad):
 // channels-last for a channels-last-like 4-D input, contiguous otherwise.
 std::vector<int64_t> SuggestedStrides(const TensorMeta& input, const std::vector<int64_t>& sizes);
+// numpy's placement of advanced indices (x[idx] with tensor or list
+// indices): the dims `indexed` marks are dropped and `shape` (the indices
+// broadcast together) goes where the first of them was when they are
+// adjacent, else in front. For integer sizes and, in sym_shapes.cc,
+// symbolic ones.
+template <typename Size>
+std::vector<Size> PlaceAdvancedIndex(const std::vector<Size>& sizes, const std::vector<bool>& indexed,
+                                     bool adjacent, size_t first, const std::vector<Size>& shape) {
+  std::vector<Size> rest;
+  size_t insert_at = adjacent ? first : 0;
+  size_t removed_before = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (indexed[i]) {
+      if (i < insert_at) ++removed_before;
+      continue;
+    }
+    rest.push_back(sizes[i]);
+  }
+  insert_at -= removed_before;
+  rest.insert(rest.begin() + static_cast<std::ptrdiff_t>(insert_at), shape.begin(), shape.end());
+  return rest;
+}
+
 // A view of `base` with the given geometry (keeps dtype, device, grad).
 TensorMeta ViewOf(const TensorMeta& base, std::vector<int64_t> sizes, std::vector<int64_t> strides);
 

@@ -264,6 +264,8 @@ class ShapeEnv {
 
   const std::vector<SymRelation>& guards() const { return guards_; }
   std::optional<int64_t> hint(absl::string_view symbol) const;
+  // Every symbol's example value, for evaluating expressions at the hints.
+  const SymBindings& hints() const { return hints_; }
   std::optional<Range> range(absl::string_view symbol) const;
   const std::vector<SymbolInfo>& symbols() const { return symbols_; }  // in creation order
   // symbol -> what it equals, learnt from guards; values mention only

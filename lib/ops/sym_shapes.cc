@@ -1061,19 +1061,7 @@ absl::StatusOr<Sizes> IndexedSizes(const Call& c) {
   }
   std::vector<bool> indexed(sizes.size(), false);
   for (const Advanced& a : advanced) indexed[a.dim] = true;
-  size_t insert_at = adjacent ? advanced[0].dim : 0;
-  size_t removed_before = 0;
-  Sizes rest;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (indexed[i]) {
-      if (i < insert_at) ++removed_before;
-      continue;
-    }
-    rest.push_back(sizes[i]);
-  }
-  insert_at -= removed_before;
-  rest.insert(rest.begin() + static_cast<ptrdiff_t>(insert_at), shape.begin(), shape.end());
-  return rest;
+  return PlaceAdvancedIndex(sizes, indexed, adjacent, advanced[0].dim, shape);
 }
 
 Result GetItem(const Call& c) {
@@ -1362,9 +1350,7 @@ absl::StatusOr<SymValue> InferSymbolic(const OpEntry& op, absl::Span<const Value
   const Call call(*bound, args, sym_args, kwargs, sym_kwargs, env);
   absl::StatusOr<SymValue> out = rule->rule ? rule->rule(call) : rule->counted(call, result);
   if (!out.ok()) return out.status();
-  SymBindings hints;
-  for (const SymbolInfo& s : env.symbols()) hints[s.name] = s.hint;
-  SS_TRY(Finish(*out, result, env, hints, op.name()));
+  SS_TRY(Finish(*out, result, env, env.hints(), op.name()));
   return out;
 }
 
@@ -1379,11 +1365,9 @@ std::vector<std::string> SymbolicRuleNames() {
 
 void SpecializeAll(absl::Span<const SymValue> values, ShapeEnv& env) {
   for (const SymValue& v : values) {
-    SymBindings hints;
-    for (const SymbolInfo& s : env.symbols()) hints[s.name] = s.hint;
     auto pin = [&](const SymExpr& e) {
       if (e.is_constant()) return;
-      absl::StatusOr<int64_t> hint = e.Evaluate(hints);
+      absl::StatusOr<int64_t> hint = e.Evaluate(env.hints());
       // An expression over symbols the env does not know has no hint to pin.
       if (hint.ok()) env.Specialize(SymInt::Symbolic(*hint, e));
     };

@@ -141,10 +141,8 @@ std::vector<ops::SymExpr> Translator::InputSymbols(const SourcePtr& source, PyOb
     if (where != label) continue;
     for (int64_t d : dims) mark(d, true);
   }
-  if (dynamic_.read_marks) {
-    for (int64_t d : MarkedDims(tensor, "_dynamo_dynamic_indices")) mark(d, true);
-    for (int64_t d : MarkedDims(tensor, "_dynamo_static_indices")) mark(d, false);
-  }
+  for (int64_t d : MarkedDims(tensor, "_dynamo_dynamic_indices")) mark(d, true);
+  for (int64_t d : MarkedDims(tensor, "_dynamo_static_indices")) mark(d, false);
   for (size_t d = 0; d < names.size() && d < dynamic.size(); ++d) dynamic[d] = !names[d].empty();
   if (std::none_of(dynamic.begin(), dynamic.end(), [](bool b) { return b; })) return {};
 

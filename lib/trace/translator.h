@@ -66,10 +66,9 @@ struct DynamicShapes {
   // Nothing dynamic, mark_dynamic included (dynamic=False).
   bool none = false;
   // Dimensions by input source ("L['x']"): automatic dynamic's choice.
+  // A live tensor's own marks count too (torch's mark_dynamic and
+  // mark_static attributes: _dynamo_dynamic_indices, _dynamo_static_indices).
   std::vector<std::pair<std::string, std::vector<int64_t>>> dims;
-  // Whether a live tensor's own marks count: torch's mark_dynamic and
-  // mark_static attributes (_dynamo_dynamic_indices, _dynamo_static_indices).
-  bool read_marks = true;
   // Named symbols' constraints (offline --dim): the declared range and a
   // modulus, which the trace may rely on (recorded with the guards).
   struct Constraint {
