@@ -476,6 +476,8 @@ def offline():
                 print(f"offline {fn}: symbols {names} relations {list(shape_env[0].relations)}")
         if eager.bert is not None:
             offline_program(script, eager, tmp)
+        else:
+            print("skip offline bert: transformers is not installed")
 
 
 def offline_program(script, eager, tmp):
