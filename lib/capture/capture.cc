@@ -365,6 +365,10 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
     return absl::InternalError(absl::StrCat("the op registry failed to build: ", registry.status().message()));
   }
   trace::BreakInfo why;
+  // A capture of one whole graph keeps numbers read from tensors in it, as
+  // torch._dynamo's fullgraph and torch.export do; the broken capture
+  // below breaks at them, as torch._dynamo does by default.
+  request.capture_scalar_outputs = true;
   absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, registry, &why);
   Captured out;
   ir::Capture& c = out.capture;
@@ -373,6 +377,7 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
                      !why.message.empty();
   if (broke && options.allow_breaks) {
     request.allow_breaks = true;
+    request.capture_scalar_outputs = false;
     if (absl::Status s = CaptureBroken(request, registry, c, attributes); !s.ok()) {
       // Nothing could be continued (the break comes before anything ran):
       // the same located error as without --allow-breaks.

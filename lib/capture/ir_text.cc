@@ -87,6 +87,11 @@ std::string MetaText(const ir::ValueMeta& m) {
       return absl::StrCat("(", absl::StrJoin(items, ", "), ")");
     }
     case ir::ValueMeta::kConstant: return ArgText(m.constant());
+    case ir::ValueMeta::kScalar: {  // "int (at run time)": the value is the graph's
+      std::string type = ir::ScalarMeta::Type_Name(m.scalar().type());
+      std::transform(type.begin(), type.end(), type.begin(), ::tolower);
+      return absl::StrCat(type, " (at run time)");
+    }
     case ir::ValueMeta::KIND_NOT_SET: return "";
   }
   return "";

@@ -99,7 +99,7 @@ void FindDirectCall(const trace::TraceResult& r, LiveCapture& out) {
 
 absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const python::Object& self,
                                         const python::Object& args, const python::Object& kwargs,
-                                        int id, const trace::DynamicShapes& dynamic) {
+                                        int id, const trace::DynamicShapes& dynamic, bool capture_scalars) {
   if (!function || !PyFunction_Check(function.get())) {
     return absl::InvalidArgumentError("CaptureCall needs a Python function");
   }
@@ -107,6 +107,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
   request.function = function;
   request.self = self;
   request.allow_breaks = true;
+  request.capture_scalar_outputs = capture_scalars;
   request.dynamic = dynamic;
   absl::StatusOr<std::vector<python::Object>> items = python::AsVector(args);
   if (!items.ok()) return items.status();

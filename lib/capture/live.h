@@ -45,12 +45,14 @@ struct LiveCapture {
 // null) with graph breaks allowed, and rewrites it. `self` is the bound
 // instance of a method (its attributes get short get_attr targets) or null.
 // `id` makes the rewrite's global names unique in the function's module.
-// `dynamic` says which input sizes are symbols. Needs the GIL.
+// `dynamic` says which input sizes are symbols; `capture_scalars` keeps
+// Tensor.item() and the like in the graph (TraceRequest). Needs the GIL.
 [[nodiscard]] absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function,
                                                       const python::Object& self,
                                                       const python::Object& args,
                                                       const python::Object& kwargs, int id,
-                                                      const trace::DynamicShapes& dynamic = {});
+                                                      const trace::DynamicShapes& dynamic = {},
+                                                      bool capture_scalars = false);
 
 // The listing of a code object (dis layout fields), as the IR records it.
 void ListBytecode(const python::Object& code, ir::BytecodeListing* out);

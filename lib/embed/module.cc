@@ -236,21 +236,22 @@ bool DynamicShapesFrom(PyObject* spec, trace::DynamicShapes& out) {
   return true;
 }
 
-// capture_call(function, self, args, kwargs, id, dynamic=None) -> dict: one live capture
-// (lib/capture/live.h) as Python values for dynamo.runtime.
+// capture_call(function, self, args, kwargs, id, dynamic=None, scalars=False) -> dict: one
+// live capture (lib/capture/live.h) as Python values for dynamo.runtime.
 PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
   PyObject *function, *self, *call_args, *call_kwargs;  // borrowed
   PyObject* dynamic_spec = Py_None;                      // borrowed
   int id = 0;
-  if (!PyArg_ParseTuple(args, "OOO!Oi|O:capture_call", &function, &self, &PyTuple_Type, &call_args,
-                        &call_kwargs, &id, &dynamic_spec)) {
+  int scalars = 0;
+  if (!PyArg_ParseTuple(args, "OOO!Oi|Op:capture_call", &function, &self, &PyTuple_Type, &call_args,
+                        &call_kwargs, &id, &dynamic_spec, &scalars)) {
     return nullptr;
   }
   trace::DynamicShapes dynamic;
   if (!DynamicShapesFrom(dynamic_spec, dynamic)) return nullptr;
   absl::StatusOr<capture::LiveCapture> c = capture::CaptureCall(
       Object::Borrow(function), self == Py_None ? Object() : Object::Borrow(self),
-      Object::Borrow(call_args), Object::Borrow(call_kwargs), id, dynamic);
+      Object::Borrow(call_args), Object::Borrow(call_kwargs), id, dynamic, scalars != 0);
   if (!c.ok()) return RaiseStatus(c.status(), Exceptions().capture_error.get());
   // A capture that an interrupt touched may rest on a probe it cut short.
   if (python::RaisePendingInterrupt()) return nullptr;
@@ -371,12 +372,13 @@ PyMethodDef kMethods[] = {
      "mode (torch.set_default_device, `with torch.device(...)`), 'mode=module.Class' for\n"
      "any other."},
     {"capture_call", Interruptible<methods::CaptureCall>::Call, METH_VARARGS,
-     "capture_call(function, self, args, kwargs, id) -> dict\n\n"
+     "capture_call(function, self, args, kwargs, id, dynamic=None, scalars=False) -> dict\n\n"
      "Traces one call of `function` on its real arguments with graph breaks allowed\n"
      "and rewrites it: {'capture': serialized Capture (graph, guards, break),\n"
      "'code': code to run instead (None: run the function as it is), 'graph_name',\n"
      "'attributes': {get_attr target: tensor}, 'resumes': [(global name, code,\n"
-     "capture?, takes_closure?, offset)], 'skip_reason'}. Used by dynamo.runtime."},
+     "capture?, takes_closure?, offset)], 'skip_reason'}. `scalars`: Tensor.item(),\n"
+     "tolist() and int()/float() of a tensor stay in the graph. Used by dynamo.runtime."},
     {nullptr, nullptr, 0, nullptr},
 };
 

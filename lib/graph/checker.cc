@@ -107,6 +107,11 @@ absl::Status CheckValueMeta(const ir::ValueMeta& meta) {
         return absl::InvalidArgumentError("constant metadata cannot refer to a node");
       }
       return absl::OkStatus();
+    case ir::ValueMeta::kScalar:
+      if (meta.scalar().type() == ir::ScalarMeta::TYPE_UNSPECIFIED || !ir::ScalarMeta::Type_IsValid(meta.scalar().type())) {
+        return absl::InvalidArgumentError("scalar metadata has no type");
+      }
+      return absl::OkStatus();
     case ir::ValueMeta::KIND_NOT_SET:
       break;
   }

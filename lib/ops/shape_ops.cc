@@ -1016,7 +1016,11 @@ void RegisterShapeOps(Registry& r) {
         [](const Args& a) -> absl::StatusOr<Value> {
           return Value(IsFloating(a.Tensor("self").dtype));
         });
-  r.Alias("torch.is_floating_point", "Tensor.is_floating_point");
+  // torch.is_floating_point names its tensor `input` (is_floating_point(input=y)).
+  r.Add("torch.is_floating_point", {"Tensor input"}, kNoTensorOutput,
+        [](const Args& a) -> absl::StatusOr<Value> {
+          return Value(IsFloating(a.Tensor("input").dtype));
+        });
 }
 
 }  // namespace dynamo::ops

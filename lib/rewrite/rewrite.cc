@@ -370,6 +370,7 @@ class Emitter {
       case VarKind::kConstant:
         LoadConst(v->object);
         return absl::OkStatus();
+      case VarKind::kScalar:  // a number read from a tensor: the graph returns it
       case VarKind::kSymInt:  // a size int: an input's, read again, or one the graph computed and returns
         if (v->source) return LoadSource(v->source);
         for (size_t i = 0; i < result_.output_nodes.size(); ++i) {
@@ -379,7 +380,7 @@ class Emitter {
           Emit(op::kBinarySubscr);
           return absl::OkStatus();
         }
-        return Unrebuildable(absl::StrCat("the size ", v->sym.ToString()));
+        return Unrebuildable(v->kind == VarKind::kScalar ? Describe(*v) : absl::StrCat("the size ", v->sym.ToString()));
       case VarKind::kTensor: {
         // An array read from the frame is that very object.
         if (v->is_ndarray && v->source) return LoadSource(v->source);

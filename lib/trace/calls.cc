@@ -585,7 +585,7 @@ absl::StatusOr<Object> Translator::ToPython(const VarPtr& v) {
 
 absl::StatusOr<ir::Argument> Translator::ToArgument(const VarPtr& v) {
   if (v->is_tensor()) return Ref(v->node);
-  if (v->kind == VarKind::kSymInt) return Ref(v->node);  // a size the graph computes
+  if (v->kind == VarKind::kSymInt || v->kind == VarKind::kScalar) return Ref(v->node);  // a number the graph computes
   if (v->kind == VarKind::kSlice && !SymOf(v).is_static()) {
     ir::Argument a;
     ir::Slice* slice = a.mutable_slice();
@@ -726,7 +726,13 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   std::vector<ops::Value> values;
   std::vector<ops::Kwarg> kw;
   if (std::optional<absl::StatusOr<VarPtr>> size = SymbolicSizeCall(target, args, kwargs)) return *std::move(size);
+  bool scalar_operands = false;
   for (const VarPtr& a : args) {
+    if (a->kind == VarKind::kScalar) {  // ScalarOperands gives it a stand-in
+      scalar_operands = true;
+      values.emplace_back();
+      continue;
+    }
     absl::StatusOr<ops::Value> v = ToValue(a, /*specialize=*/false);
     if (!v.ok()) {
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
@@ -736,6 +742,11 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
     values.push_back(*std::move(v));
   }
   for (const auto& [name, a] : kwargs) {
+    if (a->kind == VarKind::kScalar) {
+      scalar_operands = true;
+      kw.push_back({name, ops::Value()});
+      continue;
+    }
     absl::StatusOr<ops::Value> v = ToValue(a, /*specialize=*/false);
     if (!v.ok()) {
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
@@ -745,6 +756,10 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
     kw.push_back({name, *std::move(v)});
   }
   const ops::OpEntry* entry = registry_.Find(target);
+  if (scalar_operands) {
+    if (entry == nullptr) return ScalarValueNeeded(args.empty() ? kwargs[0].second : args[0], target);
+    if (absl::Status s = ScalarOperands(*entry, args, kwargs, values, kw); !s.ok()) return s;
+  }
   if (entry == nullptr) {
     // The registry is the fast path; a torch operator without an entry asks torch's meta kernels.
     if (Object op = TorchOperator(target)) return CallOpOnMeta(op, target, kind, values, kw, args, kwargs);
@@ -1029,6 +1044,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     }
     case VarKind::kOpaque: {
       if (std::optional<absl::StatusOr<VarPtr>> r = CallTupleNew(fn, args, kwargs)) return *std::move(r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallDictFromkeys(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = CallObjectGetattribute(fn, args, kwargs)) {
         return *std::move(r);
       }
@@ -1168,6 +1184,10 @@ Object Translator::ClassOf(const VarPtr& v) {
       return v->container_class ? v->container_class : builtin(&PyDict_Type);
     case VarKind::kSlice:
       return builtin(&PySlice_Type);
+    case VarKind::kSymInt:
+      return builtin(&PyLong_Type);
+    case VarKind::kScalar:
+      return builtin(v->name == "float" ? &PyFloat_Type : v->name == "bool" ? &PyBool_Type : &PyLong_Type);
     case VarKind::kRange:
       return builtin(&PyRange_Type);
     case VarKind::kSet:
@@ -1601,6 +1621,12 @@ absl::StatusOr<VarPtr> Translator::CallBuiltin(const VarPtr& fn, std::vector<Var
       return constant(python::FromBool(reinterpret_cast<PyTypeObject*>(cls.get())->tp_call != nullptr));
     }
   }
+  if ((name == "int" || name == "float") && args.size() == 1 && kwargs.empty()) {
+    if (std::optional<absl::StatusOr<VarPtr>> r = ScalarConversion(name, args[0])) return *std::move(r);
+  }
+  if (name == "abs" && args.size() == 1 && kwargs.empty()) {
+    if (std::optional<absl::StatusOr<VarPtr>> r = ScalarUnary("abs", args[0])) return *std::move(r);
+  }
   if ((name == "int" || name == "float" || name == "bool" || name == "str") && args.size() == 1 &&
       args[0]->is_tensor()) {
     return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH,
@@ -1709,6 +1735,9 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       return CallBuiltin(len, {self}, {});
     }
     if (name == "numpy") return TensorToNdarray(self, args, kwargs);
+    if (capture_scalars_ && (name == "item" || name == "tolist") && args.empty() && kwargs.empty()) {
+      return name == "item" ? TensorItem(self, name) : TensorToList(self);
+    }
     if (name == "item" || name == "tolist" || name == "__bool__") {
       return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH,
                    absl::StrCat("Tensor.", name, "() reads the tensor's values"),
@@ -1881,6 +1910,11 @@ absl::StatusOr<VarPtr> Translator::TensorAttr(const VarPtr& t, const std::string
     if (name == dense_false) return Var::Constant(python::FromBool(false));
   }
   if (name == "layout") return Wrap(TorchAttr("strided"), nullptr);
+  // The class the tensor's guard checks (torch.Tensor, nn.Parameter, a subclass).
+  if (name == "__class__") return Wrap(ClassOf(t), nullptr);
+  // .data: the same storage, outside autograd, which is what detach() gives
+  // (as a graph value; a write through it reaches the tensor, as in eager).
+  if (name == "data" && !t->is_ndarray) return CallOp("Tensor.detach", ir::Node::CALL_METHOD, {t}, {});
   if (name == "T" || name == "mT") {
     std::vector<VarPtr> args = {t};
     if (name == "T") {
@@ -2190,6 +2224,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   }
   PyObject* fn = request.function.get();
   allow_breaks_ = request.allow_breaks;
+  capture_scalars_ = request.capture_scalar_outputs;
   stop_at_ = request.stop_at;
   dynamic_ = request.dynamic;
   top_globals_ = Object::Borrow(PyFunction_GetGlobals(fn));
@@ -2505,6 +2540,10 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
       if (!inputs.contains(v->node) && seen.insert(v->node).second) outputs.push_back(v->node);
       return;
     }
+    if (v->kind == VarKind::kScalar) {  // Python gets it from the graph
+      if (seen.insert(v->node).second) outputs.push_back(v->node);
+      return;
+    }
     if (v->kind == VarKind::kSymInt) {
       // A size the guards fixed (it was used as a plain int) is that int;
       // any other the graph computes, and Python gets it from the graph.
@@ -2528,7 +2567,12 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
     visit(v->instance_dict);  // a dict subclass's attributes
   };
   for (const VarPtr& v : st.stack) visit(v);
-  for (const VarPtr& v : st.locals) visit(v);
+  for (const VarPtr& v : st.locals) {
+    // After a return only the function's own cells live on (closures the
+    // trace made): the other locals are dead, and a tensor in one is no output.
+    if (st.kind == StopState::Kind::kReturn && (!v || v->kind != VarKind::kCell)) continue;
+    visit(v);
+  }
   visit(st.kw_names);
   for (const SideEffect& e : side_effects_) {
     visit(e.target);

@@ -116,6 +116,37 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructContainer(const VarPt
   return d;
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::CallDictFromkeys(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                                   const Kwargs& kwargs) {
+  if (!fn->object || !PyCFunction_Check(fn->object.get())) return std::nullopt;
+  python::Object name = Attr(fn->object.get(), "__name__");
+  python::Object cls = Attr(fn->object.get(), "__self__");
+  python::ClearError();
+  if (!name || python::AsString(name).value_or("") != "fromkeys" || !cls) return std::nullopt;
+  PyObject* ordered_dict = StdlibObject("collections", "OrderedDict");
+  PyObject* defaultdict = StdlibObject("collections", "defaultdict");
+  PyObject* c = cls.get();
+  if (c != reinterpret_cast<PyObject*>(&PyDict_Type) && c != ordered_dict && c != defaultdict) return std::nullopt;
+  // fromkeys(iterable, value=None): every key maps to the one value object.
+  VarPtr value = Var::Constant(python::None());
+  if (args.size() == 2) value = args[1];
+  if (kwargs.size() == 1 && kwargs[0].first == "value" && args.size() == 1) value = kwargs[0].second;
+  if (args.empty() || args.size() > 2 || kwargs.size() > (args.size() == 1 ? 1u : 0u) ||
+      (kwargs.size() == 1 && kwargs[0].first != "value")) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER, "fromkeys() with these arguments",
+                                        "the call would raise TypeError"));
+  }
+  absl::StatusOr<std::vector<VarPtr>> keys = Materialize(args[0]);
+  if (!keys.ok()) return absl::StatusOr<VarPtr>(keys.status());
+  VarPtr d = Var::Dict({}, {});
+  if (c != reinterpret_cast<PyObject*>(&PyDict_Type)) d->container_class = cls;
+  if (c == defaultdict) d->default_factory = Var::Constant(python::None());
+  for (const VarPtr& key : *keys) {
+    if (absl::Status s = AddDictEntry(d->keys, d->items, key, value); !s.ok()) return absl::StatusOr<VarPtr>(s);
+  }
+  return absl::StatusOr<VarPtr>(d);
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarPtr& self, const std::string& name,
                                                                       const std::vector<VarPtr>& args,
                                                                       const Kwargs& kwargs) {

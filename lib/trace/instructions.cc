@@ -593,6 +593,7 @@ absl::StatusOr<VarPtr> Translator::UnaryOperator(const char* name, const VarPtr&
   if (v->kind == VarKind::kTensor) {
     return CallOp(absl::StrCat("operator.", name), ir::Node::CALL_FUNCTION, {v}, {});
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = ScalarUnary(name, v)) return *std::move(r);
   if (v->kind == VarKind::kSymInt && std::string(name) == "neg") {  // -n is 0 - n, a graph value
     if (std::optional<absl::StatusOr<VarPtr>> r = SymArithmetic("sub", Var::Constant(python::FromLong(0)), v)) {
       return *std::move(r);

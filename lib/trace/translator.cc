@@ -341,6 +341,8 @@ absl::StatusOr<bool> Translator::Truthy(const VarPtr& v) {
   switch (v->kind) {
     case VarKind::kSymInt:
       return SymTruth(v);
+    case VarKind::kScalar:
+      return ScalarValueNeeded(v, "a branch");
     case VarKind::kConstant: {
       int r = PyObject_IsTrue(v->object.get());
       if (r < 0) return python::FetchError("truth value");
@@ -699,6 +701,7 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
   std::string name = OperatorName(nb_op);
   if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
   if (std::optional<absl::StatusOr<VarPtr>> r = SymArithmetic(name, a, b)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = ScalarArithmetic(name, a, b)) return *std::move(r);
   if (IsDeque(a) || IsDeque(b)) return DequeOperator(name, a, b);
   if (a->kind == VarKind::kList && (name == "iadd" || name == "imul")) return ListInPlace(name, a, b);
   if (a->is_ndarray || b->is_ndarray) return NdarrayOperator(name, {a, b});
@@ -803,6 +806,9 @@ absl::StatusOr<VarPtr> Translator::Compare(const std::string& op, const VarPtr& 
     return CallOp(absl::StrCat("operator.", CompareName(op)), ir::Node::CALL_FUNCTION, {a, b}, {});
   }
   if (std::optional<absl::StatusOr<VarPtr>> r = SymCompare(op, a, b)) return *std::move(r);
+  if (a->kind == VarKind::kScalar || b->kind == VarKind::kScalar) {
+    return ScalarValueNeeded(a->kind == VarKind::kScalar ? a : b, absl::StrCat("'", op, "'"));
+  }
   bool equality = op == "==" || op == "!=";
   if (equality && a->kind == VarKind::kDType && b->kind == VarKind::kDType) {
     return Var::Constant(python::FromBool((a->dtype == b->dtype) == (op == "==")));

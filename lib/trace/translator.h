@@ -90,6 +90,10 @@ struct TraceRequest {
   // can emit code that runs the graph, the unsupported part in Python, and a
   // resume function.
   bool allow_breaks = false;
+  // Tensor.item(), tolist() and int()/float() of a tensor stay in the graph
+  // as numbers it computes (kScalar, scalars.cc) instead of breaking it:
+  // torch._dynamo's capture_scalar_outputs, which fullgraph implies.
+  bool capture_scalar_outputs = false;
   DynamicShapes dynamic;
   // Internal to Trace(): stop before this top-frame instruction index the
   // first time it is reached.

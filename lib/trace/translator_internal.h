@@ -328,6 +328,10 @@ class Translator {
                                                      const Kwargs& kwargs);
   // collections.OrderedDict(...) (the class `fn` is guarded by identity);
   // nothing for other classes.
+  // dict.fromkeys(keys, value=None) of dict, OrderedDict or defaultdict
+  // (containers.cc); nullopt for any other callable.
+  std::optional<absl::StatusOr<VarPtr>> CallDictFromkeys(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                         const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> ConstructContainer(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                            const Kwargs& kwargs);
   // clear() and copy() of a list or dict tracker (mutations are recorded by
@@ -655,6 +659,25 @@ class Translator {
   // The SHAPE_ENV guard and symbolic node metadata, when the trace has symbols.
   void FinishShapes(std::vector<ir::Guard>& guards, ir::Graph& graph);
   bool has_symbols() const { return !shape_env_.symbols().empty(); }
+
+  // ---- numbers read from tensors (scalars.cc) ----
+  VarPtr NewScalar(const std::string& node, const std::string& python_type);
+  // The break for a use of a kScalar that needs its value.
+  absl::Status ScalarValueNeeded(const VarPtr& v, absl::string_view what);
+  // Tensor.item() (and int()/float()/tolist() of a one-element tensor).
+  absl::StatusOr<VarPtr> TensorItem(const VarPtr& self, const std::string& method);
+  absl::StatusOr<VarPtr> TensorToList(const VarPtr& self);
+  // a op b / op v with a kScalar operand and no tensor: an operator node;
+  // nullopt when no operand is a kScalar.
+  std::optional<absl::StatusOr<VarPtr>> ScalarArithmetic(const std::string& op, const VarPtr& a, const VarPtr& b);
+  std::optional<absl::StatusOr<VarPtr>> ScalarUnary(const std::string& op, const VarPtr& v);
+  // int(v) / float(v) of a kScalar, or of a tensor where scalars are captured.
+  std::optional<absl::StatusOr<VarPtr>> ScalarConversion(const std::string& builtin, const VarPtr& v);
+  // An op call's kScalar arguments: stand-ins of their type in `values` /
+  // `kw` where the op's metadata depends on the type alone, else a break.
+  absl::Status ScalarOperands(const ops::OpEntry& entry, const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                              std::vector<ops::Value>& values, std::vector<ops::Kwarg>& kw);
+  bool capture_scalars_ = false;
 
   ops::ShapeEnv shape_env_;
   DynamicShapes dynamic_;

@@ -87,6 +87,7 @@ std::string Describe(const Var& var) {
     case VarKind::kNull: return "NULL";
     case VarKind::kConstant: return absl::StrCat("constant ", python::Repr(var.object));
     case VarKind::kSymInt: return absl::StrCat("size ", var.sym.ToString(), " (", var.sym.hint(), " now)");
+    case VarKind::kScalar: return absl::StrCat(var.name, " read from a tensor when the graph runs");
     case VarKind::kTensor: return absl::StrCat(var.is_ndarray ? "numpy.ndarray " : "tensor ", ops::ToString(var.meta));
     case VarKind::kTuple: return absl::StrCat(var.is_size ? "torch.Size" : "tuple", " of ", var.items.size());
     case VarKind::kList: return absl::StrCat(var.container_class ? "deque" : "list", " of ", var.items.size());
@@ -161,6 +162,14 @@ absl::StatusOr<ops::Value> ToValue(const VarPtr& var, bool specialize) {
       return ops::Value(var->meta);
     case VarKind::kConstant:
       return ConstantValue(var->object.get());
+    case VarKind::kRange: {  // torch.tensor(range(n)): the ints it holds
+      std::vector<int64_t> ints;
+      for (int64_t i = var->start; var->step > 0 ? i < var->stop : i > var->stop; i += var->step) {
+        if (ints.size() >= (1u << 16)) return absl::InvalidArgumentError("a range of more than 65536 ints");
+        ints.push_back(i);
+      }
+      return ops::Value::IntList(ints);
+    }
     case VarKind::kSymInt:
       // A size as a plain int: this trace holds for this value only.
       if (!specialize) return ops::Value(var->sym.hint());

@@ -51,6 +51,9 @@ enum class VarKind {
                   // `kwdefaults` its keywords (kDict) (functools.cc)
   kUserObject,    // an instance of a plain Python class made during the trace (user_objects.cc)
   kSymInt,        // an int that is a size expression (dynamic shapes): `sym`, asked of `shape_env`
+  kScalar,        // a Python number read from tensor values when the graph runs (Tensor.item()
+                  // and the like where scalar outputs are captured, scalars.cc): `node` the
+                  // graph value, `name` its type ("int", "float", "bool"); its value is unknown
   kSet,           // a set or frozenset (`name`) made during the trace holding a tracker that is
                   // not a Python constant: `items` its distinct members in insertion order
                   // (sets.cc); a set of constants stays a real set (kConstant)

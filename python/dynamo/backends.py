@@ -19,6 +19,7 @@ example inputs and kept only if its outputs (and the inputs it mutates) agree
 (allclose, rtol 1e-5); otherwise the GraphModule itself is returned with a
 warning, so "ts" is never silently wrong.
 """
+import contextlib
 import warnings
 
 import torch
@@ -191,13 +192,32 @@ register_backend(torchscript, name="torchscript")
 # torch._dynamo's tracing state is not needed; the compiled callable takes the
 # graph's flat inputs, as every backend's does.
 
+@contextlib.contextmanager
+def _scalar_outputs(gm):
+    """torch's compilers trace our graph again on fake tensors. A number the
+    graph reads from a tensor (Tensor.item(), tolist(): config.capture_scalar_outputs)
+    is then an unbacked symbol, which only a fake mode with a ShapeEnv allows:
+    the one torch._dynamo hands them in its tracing context. Without such a
+    read, nothing is set, as before."""
+    reads = any(n.op == "call_method" and n.target in ("item", "tolist") for n in gm.graph.nodes)
+    from torch._guards import TracingContext, tracing
+    if not reads or TracingContext.try_get() is not None:
+        yield
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True))):
+        yield
+
+
 @register_backend
 @_static_shapes
 def inductor(gm, example_inputs):
     """TorchInductor (torch.compile's default): AOTAutograd, then generated
     kernels (C++/OpenMP on the CPU, Triton on GPUs). Inference and training."""
     from torch._inductor.compile_fx import compile_fx
-    return compile_fx(gm, example_inputs)
+    with _scalar_outputs(gm):
+        return compile_fx(gm, example_inputs)
 
 
 def _aot(fw_compiler):
@@ -205,8 +225,9 @@ def _aot(fw_compiler):
     from torch._functorch.partitioners import default_partition
 
     def compile(gm, example_inputs):
-        return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler,
-                                     partition_fn=default_partition)
+        with _scalar_outputs(gm):
+            return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler,
+                                         partition_fn=default_partition)
     return compile
 
 

@@ -18,3 +18,9 @@ suppress_errors = False
 # the next new size needs no capture. False: every new size is a new capture
 # (unless optimize(dynamic=True) or mark_dynamic says otherwise).
 automatic_dynamic_shapes = True
+# Tensor.item(), Tensor.tolist() and int()/float() of a one-element tensor
+# stay in the graph as numbers it computes, usable in arithmetic and tensor
+# operations, instead of breaking it (torch._dynamo's option of the same
+# name). A branch or a size that needs such a number's value still breaks.
+# nopython=True (fullgraph) and export imply it, as in torch._dynamo.
+capture_scalar_outputs = False

@@ -382,7 +382,8 @@ class Runtime:
         self.captures += 1
         self_obj = fn.__self__ if isinstance(fn, types.MethodType) else None
         result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids),
-                                 self._dynamic_spec(fn, target, args, kwargs))
+                                 self._dynamic_spec(fn, target, args, kwargs),
+                                 bool(config.capture_scalar_outputs or self.nopython))
         capture = ir.Capture.FromString(result["capture"])
         if self.nopython and capture.graph_breaks:
             raise Unsupported(format_break(capture.graph_breaks[0]))

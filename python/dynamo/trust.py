@@ -44,7 +44,9 @@ _DEVICE_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 
 # Targets the graph builder writes itself, outside the op registry
 # (lib/trace: the grad-mode switch around a no_grad region).
-_GRAPH_BUILDER_TARGETS = ("torch._C._set_grad_enabled",)
+_GRAPH_BUILDER_TARGETS = ("torch._C._set_grad_enabled",
+                          # numbers read from tensors (lib/trace/scalars.cc)
+                          "Tensor.item", "Tensor.tolist", "torch.sym_int", "torch.sym_float")
 # The modules canonical names start from; "Tensor.*" names are methods.
 _NAMESPACES = {"torch": torch, "operator": operator, "math": math}
 _LAYOUTS = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",

@@ -283,6 +283,9 @@ TEST_CASE("the checker rejects broken captures with a message naming the culprit
              ->RemoveLast();
        },
        "node 'sin': tensor metadata has 2 sizes but 1 strides"},
+      {"scalar metadata without a type",
+       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(1)->mutable_meta()->mutable_scalar(); },
+       "node 'sin': scalar metadata has no type"},
   };
   for (const Broken& b : cases) {
     INFO(b.what);

@@ -210,7 +210,7 @@ def tensor_grad_reads():
     def f(a):
         made = torch.ones(2, 2) + a
         grads = [p.grad if p.grad is None else p.grad * 2 for p in model.parameters()]
-        return grads, made.grad, a.grad
+        return grads, made.grad, a.grad, made  # `made` returned: every capture has a graph
 
     a = torch.ones(2, 2, requires_grad=True)
     counter = Counter()
@@ -225,7 +225,7 @@ def tensor_grad_reads():
             model.zero_grad(set_to_none=True)
             a.grad = None
         e, o = f(a), opt(a)
-        if not same(list(e[0]) + [e[1], e[2]], list(o[0]) + [o[1], o[2]]):
+        if not same(list(e[0]) + [e[1], e[2], e[3]], list(o[0]) + [o[1], o[2], o[3]]):
             FAILURES.append(f"grad {step}: eager {e!r:.100} optimized {o!r:.100}")
             ok = False
     if counter.graphs != 2:  # None, then tensors; None again is the first entry
