@@ -634,6 +634,20 @@ def genexpr_consumers(x, ys):
             sorted(t.shape[0] for t in ys))
 
 
+def tensor_attributes_and_fromkeys(x, idx):
+    # .data reads the same values outside autograd; __class__ is the class
+    # the tensor's guard checks; torch.tensor takes a range; fromkeys of
+    # dict, OrderedDict and defaultdict maps every key to one value.
+    picked = x[idx.data]
+    name = f"{x.__class__.__name__}:{type(x).__name__}"
+    steps = torch.tensor(range(x.shape[0])) * 2
+    d = dict.fromkeys(["a", "b"], x + 1)
+    o = collections.OrderedDict.fromkeys(("c", "a"), value=x - 2)
+    dd = collections.defaultdict.fromkeys(iter(d), picked.sum())
+    return (picked, len(name), steps, d["a"] * o["c"] + dd["b"], list(o), torch.is_floating_point(input=x),
+            x.data * 2)
+
+
 # --- exceptions raised and caught inside calls ----------------------------------
 class _Window:
     """A sequence by __getitem__ alone: IndexError ends it."""
@@ -829,6 +843,7 @@ CASES = [
     ("genexpr_tuple", ["f32[3]"], lambda: (r(3),)),
     ("genexpr_any_all", ["[f32[2,3],f32[2,3]]", "int:2"], lambda: ([r(2, 3), r(2, 3)], 2)),
     ("genexpr_consumers", ["f32[3]", "[f32[3],f32[3]]"], lambda: (r(3), [r(3), r(3)])),
+    ("tensor_attributes_and_fromkeys", ["f32[4]", "i64[2]"], lambda: (r(4), torch.tensor([1, 3]))),
 ]
 
 

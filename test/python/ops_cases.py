@@ -691,6 +691,9 @@ def _query(name):
     for d in DTYPES:
         for x in list(layouts(2, 3, dtype=d)) + [T(dtype=d), T(0, 4, 1, dtype=d)]:
             yield (x,), {}
+    if name == "torch.is_floating_point":  # its tensor is named input
+        yield (), {"input": T(2, 3)}
+        yield (), {"input": T(2, dtype=torch.int64)}
 
 
 # ---------------------------------------------------------------- nn

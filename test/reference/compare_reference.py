@@ -18,6 +18,8 @@ IGNORED = {"getitem", "_set_grad_enabled", "size"}
 # getattr(x, 'T') (2.11) or aten.numpy_T (2.14) where libdynamo writes the
 # permute it is.
 ALIASES = {"getattr.T": "permute", "getattr.mT": "transpose", "torch._ops.aten.numpy_T": "permute"}
+# x.data is torch._C._autograd._get_data_attr(x) there, the detach() it is here.
+LAST_ALIASES = {"_get_data_attr": "detach"}
 
 
 def _name(target):
@@ -26,7 +28,7 @@ def _name(target):
     last = target.split(".")[-1]
     if last.startswith("__") and last.endswith("__"):  # __eq__ is operator.eq
         last = last[2:-2]
-    return last
+    return LAST_ALIASES.get(last, last)
 
 
 def ours(pb):
