@@ -62,6 +62,12 @@ std::optional<PolicyEntry> FindPolicy(PyObject* fn) {
 
 // "torch.sub", "mymodule.helper": for messages, without memory addresses.
 std::string CallableName(PyObject* fn) {
+  // A torch.library operator's module is a generated one: str() is its name.
+  if (absl::StartsWith(Py_TYPE(fn)->tp_name, "OpOverload") || absl::string_view(Py_TYPE(fn)->tp_name) == "CustomOpDef") {
+    Object text = Object::Steal(PyObject_Str(fn));
+    if (text && PyUnicode_Check(text.get())) return absl::StrCat("torch.ops.", python::AsString(text).value_or("?"));
+    python::ClearError();
+  }
   Object module = Object::Steal(PyObject_GetAttrString(fn, "__module__"));
   if (!module) python::ClearError();
   Object name = Object::Steal(PyObject_GetAttrString(fn, "__qualname__"));
@@ -119,6 +125,25 @@ bool HasTensorValue(PyObject* o, int depth = 0) {
 }  // namespace
 
 bool IsAllowedFunctionTarget(absl::string_view target) { return absl::StartsWith(target, kAllowedTargetPrefix); }
+
+std::optional<absl::StatusOr<VarPtr>> Translator::CallCustomOperator(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                                     const Kwargs& kwargs) {
+  // Only a torch.ops object or a torch.library.custom_op can be one; the
+  // check itself is Python code.
+  if (!fn->object) return std::nullopt;
+  const absl::string_view type = Py_TYPE(fn->object.get())->tp_name;
+  if (!absl::StartsWith(type, "OpOverload") && type != "CustomOpDef") return std::nullopt;
+  Object module = Object::Steal(PyImport_ImportModule("dynamo.decorators"));
+  if (!module) return absl::StatusOr<VarPtr>(python::FetchError("importing dynamo.decorators"));
+  Object registered =
+      Object::Steal(PyObject_CallMethod(module.get(), "_allow_custom_operator", "O", fn->object.get()));
+  if (!registered) return absl::StatusOr<VarPtr>(python::FetchError("registering a custom operator"));
+  if (registered.get() != Py_True) return std::nullopt;
+  std::optional<PolicyEntry> policy = FindPolicy(fn->object.get());
+  if (!policy || policy->kind != "allow") return std::nullopt;
+  guards_.IdMatch(fn->source, fn->object);
+  return CallAllowed(fn, CallableName(fn->object.get()), policy->target, args, kwargs, "a torch.library operator");
+}
 
 std::optional<absl::StatusOr<VarPtr>> Translator::CallByPolicy(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                                const Kwargs& kwargs) {
@@ -186,6 +211,9 @@ absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::stri
       why == "dynamo.allow_in_graph"
           ? "an allowed function must run on meta tensors (no .item(), no reading values, no data-dependent "
             "sizes) and return tensors or None; without allow_in_graph it is traced into"
+      : why == "a torch.library operator"
+          ? "an operator is one graph node, described by its fake kernel: register one with "
+            "torch.library.register_fake (or a Meta kernel)"
           : "an autograd.Function is one graph node: its forward must run on meta tensors (no .item(), no "
             "reading values, no data-dependent sizes) and take tensors and Python constants";
   std::vector<ops::Value> values;

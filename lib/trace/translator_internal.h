@@ -526,6 +526,11 @@ class Translator {
   // --- calls the user chose a treatment for (call_policy.cc) ---
   // dynamo.allow_in_graph / disallow_in_graph / assume_constant_result /
   // is_compiling: the answer for fn, or nothing when fn has no entry.
+  // A torch.library operator outside aten (torch.ops.mylib.foo[.default]):
+  // one graph node, as dynamo.allow_in_graph makes (its fake/meta kernel
+  // gives the metadata); nullopt for anything else.
+  std::optional<absl::StatusOr<VarPtr>> CallCustomOperator(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                           const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> CallByPolicy(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                      const Kwargs& kwargs);
   // `why`: the user's request ("dynamo.allow_in_graph") or the kind of

@@ -35,6 +35,8 @@ _lock = threading.Lock()
 
 
 def _name(fn):
+    if isinstance(fn, torch._library.custom_ops.CustomOpDef):  # no __name__: its operator's
+        return f"{ALLOWED_TARGET_PREFIX}torch.ops.{fn._namespace}.{fn._name}"
     module = getattr(fn, "__module__", None) or type(fn).__module__
     qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__qualname__
     return f"{ALLOWED_TARGET_PREFIX}{module}.{qualname}"
@@ -98,6 +100,35 @@ def assume_constant_result(fn):
     (rebinding the name to another function recaptures). A result that is a
     tensor, or arguments that are not constants, are a graph break."""
     return _set("constant", fn, "assume_constant_result")
+
+
+def _allow_custom_operator(op):
+    """The translator's question for a torch.ops object it is called with:
+    True when it is an operator of a torch.library namespace other than aten
+    (torch.ops.mylib.foo, torch.ops.mylib.foo.default, a function decorated
+    with torch.library.custom_op), which is then
+    registered here as allow_in_graph would (its fake or meta kernel gives
+    the node's metadata; the graph calls the operator). aten's operators are
+    the op registry's and torch's meta fallback's."""
+    if isinstance(op, torch._ops.OpOverload):
+        namespace = op.namespace
+    elif isinstance(op, torch._ops.OpOverloadPacket):
+        namespace = op._qualified_op_name.split("::")[0]
+    elif isinstance(op, torch._library.custom_ops.CustomOpDef):
+        namespace = op._namespace
+    else:
+        return False
+    if namespace == "aten":
+        return False
+    with _lock:
+        known = id(op) in _policy
+    if not known:
+        _set("allow", op, "allow_in_graph")
+        entry = _policy.get(id(op))
+        if entry is not None and entry[2] is not None and isinstance(op, torch._library.custom_ops.CustomOpDef):
+            with _lock:
+                _targets[entry[2]] = op._opoverload  # what the function calls, and what FX can name
+    return _policy.get(id(op), (None,))[0] == "allow"
 
 
 def _forget(fn):

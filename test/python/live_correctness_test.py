@@ -235,6 +235,56 @@ def tensor_grad_reads():
 
 
 @minimal
+def custom_operators_in_the_graph():
+    # torch.library operators outside aten, defined with a CompositeImplicit
+    # kernel or as a custom_op with a fake kernel: one graph node each (not
+    # a break), the graph calling the operator; under aot_eager and inductor
+    # too. disallow_in_graph still makes one a break.
+    import dynamo.decorators
+    lib = torch.library.Library("dynamo_test", "FRAGMENT")
+    ok = True
+    try:
+        torch.library.define("dynamo_test::shifted", "(Tensor x, float k) -> Tensor", lib=lib)
+        torch.library.impl("dynamo_test::shifted", "CompositeImplicitAutograd", lambda x, k: x + k, lib=lib)
+
+        @torch.library.custom_op("dynamo_test::scaled", mutates_args=())
+        def scaled(x: torch.Tensor, k: float) -> torch.Tensor:
+            return x * k
+
+        @scaled.register_fake
+        def _(x, k):
+            return torch.empty_like(x)
+
+        def f(x):
+            return (torch.ops.dynamo_test.shifted(x, 1.5) * torch.ops.dynamo_test.shifted.default(x, -1.0) +
+                    scaled(x, 3.0) + torch.ops.dynamo_test.scaled(x, 0.5))
+
+        x = torch.randn(4, 3)
+        for backend in ("eager", "aot_eager", "inductor"):
+            dynamo.reset()
+            counter = Counter()
+            compiled = dynamo.optimize(counter if backend == "eager" else backend, nopython=True)(f)
+            if not same(f(x), compiled(x)) or not same(f(x * 2), compiled(x * 2)):
+                FAILURES.append(f"custom operators ({backend}): not equal to eager")
+                ok = False
+            if backend == "eager" and counter.graphs != 1:
+                FAILURES.append(f"custom operators: {counter.graphs} graphs, expected 1")
+                ok = False
+        dynamo.reset()
+        dynamo.disallow_in_graph(scaled)
+        try:
+            explanation = dynamo.explain(f)(x)
+            if explanation.graph_break_count != 1:
+                FAILURES.append(f"disallowed custom operator: {explanation.graph_break_count} breaks, expected 1")
+                ok = False
+        finally:
+            dynamo.decorators._forget(scaled)
+    finally:
+        lib._destroy()
+    return ok
+
+
+@minimal
 def functools_wraps_on_functions_made_in_the_trace():
     # update_wrapper's setattr and __wrapped__ store on a function the trace
     # made are traced, read back, and rebuilt on the function it returns.
