@@ -702,6 +702,7 @@ absl::StatusOr<VarPtr> Translator::BinaryOp(int nb_op, const VarPtr& a, const Va
   if (name.empty()) return absl::InternalError(absl::StrCat("unknown BINARY_OP ", nb_op));
   if (std::optional<absl::StatusOr<VarPtr>> r = SymArithmetic(name, a, b)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = ScalarArithmetic(name, a, b)) return *std::move(r);
+  if (std::optional<absl::StatusOr<VarPtr>> r = UserObjectOperator(name, a, b)) return *std::move(r);
   if (IsDeque(a) || IsDeque(b)) return DequeOperator(name, a, b);
   if (a->kind == VarKind::kList && (name == "iadd" || name == "imul")) return ListInPlace(name, a, b);
   if (a->is_ndarray || b->is_ndarray) return NdarrayOperator(name, {a, b});

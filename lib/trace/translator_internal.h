@@ -450,6 +450,10 @@ class Translator {
   // a == b / a != b with a tracked instance: identity when neither side's
   // class defines its own comparison; anything else is a graph break.
   absl::StatusOr<VarPtr> UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b);
+  // a op b (operator module's name: "add", "iadd", "and_") where an operand
+  // is an instance of a Python class: its __op__ / __iop__ / __rop__ inlined
+  // in Python's order; nullopt when no operand is one.
+  std::optional<absl::StatusOr<VarPtr>> UserObjectOperator(const std::string& name, const VarPtr& a, const VarPtr& b);
   // A builtin given a tracked instance: len() runs type(obj).__len__, the
   // builtins that ask only its class or attributes (isinstance, type,
   // getattr, super, ...) proceed; any other is a graph break, since the

@@ -586,6 +586,73 @@ absl::StatusOr<VarPtr> Translator::UserObjectCompare(const std::string& op, cons
                "comparisons that run a class's own __eq__ or ordering are not traced");
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::UserObjectOperator(const std::string& name, const VarPtr& a,
+                                                                    const VarPtr& b) {
+  auto user = [](const VarPtr& v) {
+    return v->object && (v->kind == VarKind::kUserObject ||
+                         (v->kind == VarKind::kOpaque && v->source &&
+                          (Py_TYPE(v->object.get())->tp_flags & Py_TPFLAGS_HEAPTYPE)));
+  };
+  if (!user(a) && !user(b)) return std::nullopt;
+  const bool inplace = name.size() > 1 && name[0] == 'i';
+  std::string base = inplace ? name.substr(1) : name;
+  if (!base.empty() && base.back() == '_') base.pop_back();  // and_ -> and
+  auto class_of = [](const VarPtr& v) {
+    return v->kind == VarKind::kUserObject ? v->user_class->object.get()
+                                           : reinterpret_cast<PyObject*>(Py_TYPE(v->object.get()));
+  };
+  // Python asks a subclass's reflected method first; that order is not modelled.
+  if (user(a) && user(b) && class_of(a) != class_of(b) &&
+      PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(class_of(b)), reinterpret_cast<PyTypeObject*>(class_of(a)))) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER,
+                                        absl::StrCat("'", name, "' between ", Describe(*a), " and its subclass's ",
+                                                     Describe(*b)),
+                                        "operators between a class and its subclass are not traced"));
+  }
+  auto answered = [](const absl::StatusOr<VarPtr>& r) {
+    return !r.ok() || !(*r)->is_constant() || (*r)->object.get() != Py_NotImplemented;
+  };
+  std::vector<std::string> tries;
+  if (inplace) tries.push_back(absl::StrCat("__i", base, "__"));
+  tries.push_back(absl::StrCat("__", base, "__"));
+  const std::string reflected = absl::StrCat("__r", base, "__");
+  // A method that is not a Python function (a C base's slot) is not
+  // modelled: the caller's path decides (a break).
+  auto opaque_method = [&](const VarPtr& v, const std::string& method) {
+    PyObject* d = user(v) ? TypeLookup(class_of(v), method.c_str()) : nullptr;
+    return d != nullptr && !PyFunction_Check(d);
+  };
+  for (const std::string& method : tries) {
+    if (opaque_method(a, method)) return std::nullopt;
+  }
+  if (opaque_method(b, reflected)) return std::nullopt;
+  if (user(a)) {
+    for (const std::string& method : tries) {
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallUserSpecial(a, method.c_str(), {b})) {
+        if (answered(*r)) return r;
+      }
+    }
+  }
+  if (user(b) && !(user(a) && class_of(a) == class_of(b))) {
+    if (std::optional<absl::StatusOr<VarPtr>> r = CallUserSpecial(b, reflected.c_str(), {a})) {
+      if (answered(*r)) return r;
+    }
+  }
+  // Neither side answers. The other operand's own reflected method answers
+  // NotImplemented for these (numbers, tensors, containers): TypeError.
+  const VarPtr& other = user(a) ? b : a;
+  if (!user(other) && !other->is_constant() && !other->is_tensor() && !other->is_sequence() &&
+      other->kind != VarKind::kDict) {
+    return std::nullopt;
+  }
+  auto type_name = [&](const VarPtr& v) {
+    Object cls = ClassOf(v);
+    return cls ? python::AsString(Object::Steal(PyObject_GetAttrString(cls.get(), "__name__"))).value_or("?") : "?";
+  };
+  return absl::StatusOr<VarPtr>(RaiseNew(PyExc_TypeError, absl::StrCat("unsupported operand type(s) for ", name, ": '",
+                                                                       type_name(a), "' and '", type_name(b), "'")));
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallUserSpecial(const VarPtr& v, const char* name,
                                                                    std::vector<VarPtr> args) {
   if (!v->object || (v->kind != VarKind::kUserObject && v->kind != VarKind::kOpaque)) return std::nullopt;

@@ -634,6 +634,37 @@ def genexpr_consumers(x, ys):
             sorted(t.shape[0] for t in ys))
 
 
+class _Vec:
+    """Operators defined in Python: __add__, __mul__ (NotImplemented for a
+    number, so Python asks __rmul__), reflected forms, __matmul__."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __add__(self, other):
+        return _Vec(self.v + (other.v if isinstance(other, _Vec) else other))
+
+    def __mul__(self, other):
+        return _Vec(self.v * other.v) if isinstance(other, _Vec) else NotImplemented
+
+    def __rmul__(self, k):
+        return _Vec(self.v * k)
+
+    def __radd__(self, k):
+        return _Vec(self.v + k * 10)
+
+    def __matmul__(self, other):
+        return self.v @ other.v
+
+
+def user_operators(x, y):
+    a, b = _Vec(x), _Vec(y)
+    c = a + b * a  # __mul__, then __add__
+    d = 3 * a + 2  # __rmul__, __add__ with a number
+    e = 1 + b      # __radd__
+    return c.v, d.v, e.v, a @ b
+
+
 def tensor_attributes_and_fromkeys(x, idx):
     # .data reads the same values outside autograd; __class__ is the class
     # the tensor's guard checks; torch.tensor takes a range; fromkeys of
@@ -844,6 +875,7 @@ CASES = [
     ("genexpr_any_all", ["[f32[2,3],f32[2,3]]", "int:2"], lambda: ([r(2, 3), r(2, 3)], 2)),
     ("genexpr_consumers", ["f32[3]", "[f32[3],f32[3]]"], lambda: (r(3), [r(3), r(3)])),
     ("tensor_attributes_and_fromkeys", ["f32[4]", "i64[2]"], lambda: (r(4), torch.tensor([1, 3]))),
+    ("user_operators", ["f32[3]", "f32[3]"], lambda: (r(3), r(3))),
 ]
 
 

@@ -235,6 +235,57 @@ def tensor_grad_reads():
 
 
 @minimal
+def operators_of_python_classes():
+    # a op b on instances of Python classes runs their __op__, __iop__ (or
+    # __op__ for +=), __rop__ in Python's order; with neither answering,
+    # TypeError as in Python (caught inside the trace).
+    class Acc:
+        def __init__(self, t):
+            self.t = t
+
+        def __iadd__(self, other):
+            self.t = self.t + other * 2
+            return self
+
+        def __sub__(self, other):
+            return Acc(self.t - other)
+
+        def __rsub__(self, other):
+            return Acc(other - self.t * 3)
+
+    class Plain:
+        def __init__(self, t):
+            self.t = t
+
+    def f(x, y):
+        a = Acc(x)
+        a += y
+        b = a - 1
+        c = 5 - a
+        p = Plain(x)
+        p += 1 if False else 0  # no __iadd__/__add__: TypeError
+        return a.t, b.t, c.t
+
+    def raises_type_error(x):
+        try:
+            Plain(x) * 2
+        except TypeError:
+            return True
+        return False
+
+    def g(x, y):
+        a = Acc(x)
+        a += y
+        b = 10 - a
+        if raises_type_error(x):
+            b = Acc(b.t + 1)
+        return a.t, b.t
+
+    return check("python_class_operators", g, [(X, X + 1)], expect_graphs=1, fullgraph=True) & \
+        check("python_class_operator_typeerror", f, [(X, X)])
+
+
+@minimal
 def custom_operators_in_the_graph():
     # torch.library operators outside aten, defined with a CompositeImplicit
     # kernel or as a custom_op with a fake kernel: one graph node each (not
