@@ -1044,7 +1044,6 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     }
     case VarKind::kOpaque: {
       if (std::optional<absl::StatusOr<VarPtr>> r = CallTupleNew(fn, args, kwargs)) return *std::move(r);
-      if (std::optional<absl::StatusOr<VarPtr>> r = CallDictFromkeys(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = CallCustomOperator(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = CallObjectGetattribute(fn, args, kwargs)) {
         return *std::move(r);

@@ -116,37 +116,6 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructContainer(const VarPt
   return d;
 }
 
-std::optional<absl::StatusOr<VarPtr>> Translator::CallDictFromkeys(const VarPtr& fn, const std::vector<VarPtr>& args,
-                                                                   const Kwargs& kwargs) {
-  if (!fn->object || !PyCFunction_Check(fn->object.get())) return std::nullopt;
-  python::Object name = Attr(fn->object.get(), "__name__");
-  python::Object cls = Attr(fn->object.get(), "__self__");
-  python::ClearError();
-  if (!name || python::AsString(name).value_or("") != "fromkeys" || !cls) return std::nullopt;
-  PyObject* ordered_dict = StdlibObject("collections", "OrderedDict");
-  PyObject* defaultdict = StdlibObject("collections", "defaultdict");
-  PyObject* c = cls.get();
-  if (c != reinterpret_cast<PyObject*>(&PyDict_Type) && c != ordered_dict && c != defaultdict) return std::nullopt;
-  // fromkeys(iterable, value=None): every key maps to the one value object.
-  VarPtr value = Var::Constant(python::None());
-  if (args.size() == 2) value = args[1];
-  if (kwargs.size() == 1 && kwargs[0].first == "value" && args.size() == 1) value = kwargs[0].second;
-  if (args.empty() || args.size() > 2 || kwargs.size() > (args.size() == 1 ? 1u : 0u) ||
-      (kwargs.size() == 1 && kwargs[0].first != "value")) {
-    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER, "fromkeys() with these arguments",
-                                        "the call would raise TypeError"));
-  }
-  absl::StatusOr<std::vector<VarPtr>> keys = Materialize(args[0]);
-  if (!keys.ok()) return absl::StatusOr<VarPtr>(keys.status());
-  VarPtr d = Var::Dict({}, {});
-  if (c != reinterpret_cast<PyObject*>(&PyDict_Type)) d->container_class = cls;
-  if (c == defaultdict) d->default_factory = Var::Constant(python::None());
-  for (const VarPtr& key : *keys) {
-    if (absl::Status s = AddDictEntry(d->keys, d->items, key, value); !s.ok()) return absl::StatusOr<VarPtr>(s);
-  }
-  return absl::StatusOr<VarPtr>(d);
-}
-
 std::optional<absl::StatusOr<VarPtr>> Translator::CallContainerMethod(const VarPtr& self, const std::string& name,
                                                                       const std::vector<VarPtr>& args,
                                                                       const Kwargs& kwargs) {
@@ -246,8 +215,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallDictMethod(const VarPtr& s
 
 std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                                const Kwargs& kwargs) {
-  // dict.fromkeys / OrderedDict.fromkeys: a classmethod, bound anew on each
-  // read, so known by its owner.
+  // dict.fromkeys / OrderedDict.fromkeys / defaultdict.fromkeys: a
+  // classmethod, bound anew on each read, so known by its owner.
   if (!fn->object || !PyCFunction_Check(fn->object.get())) return std::nullopt;
   PyObject* owner = PyCFunction_GET_SELF(fn->object.get());
   if (owner == nullptr || !PyType_Check(owner) ||
@@ -255,7 +224,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn,
     return std::nullopt;
   }
   PyObject* ordered_dict = StdlibObject("collections", "OrderedDict");
-  if (owner != reinterpret_cast<PyObject*>(&PyDict_Type) && owner != ordered_dict) return std::nullopt;
+  PyObject* defaultdict = StdlibObject("collections", "defaultdict");
+  if (owner != reinterpret_cast<PyObject*>(&PyDict_Type) && owner != ordered_dict && owner != defaultdict) {
+    return std::nullopt;
+  }
   VarPtr value = args.size() == 2 ? args[1] : Var::Constant(python::None());
   for (const auto& [k, v] : kwargs) {
     if (k != "value" || args.size() == 2) {
@@ -272,7 +244,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictFromKeys(const VarPtr& fn,
   absl::StatusOr<std::vector<VarPtr>> keys = Materialize(args[0]);
   if (!keys.ok()) return absl::StatusOr<VarPtr>(keys.status());
   VarPtr d = Var::Dict({}, {});
-  if (owner == ordered_dict) d->container_class = python::Object::Borrow(owner);
+  if (owner != reinterpret_cast<PyObject*>(&PyDict_Type)) d->container_class = python::Object::Borrow(owner);
+  if (owner == defaultdict) d->default_factory = Var::Constant(python::None());  // fromkeys makes it without one
   for (const VarPtr& k : *keys) {
     if (absl::Status s = DictSet(d, k, value); !s.ok()) return absl::StatusOr<VarPtr>(s);
   }

@@ -328,10 +328,6 @@ class Translator {
                                                      const Kwargs& kwargs);
   // collections.OrderedDict(...) (the class `fn` is guarded by identity);
   // nothing for other classes.
-  // dict.fromkeys(keys, value=None) of dict, OrderedDict or defaultdict
-  // (containers.cc); nullopt for any other callable.
-  std::optional<absl::StatusOr<VarPtr>> CallDictFromkeys(const VarPtr& fn, const std::vector<VarPtr>& args,
-                                                         const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> ConstructContainer(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                            const Kwargs& kwargs);
   // clear() and copy() of a list or dict tracker (mutations are recorded by
