@@ -323,7 +323,7 @@ class Translator {
   // d.pop(), d.update(), d.setdefault() (mutation recorded by the caller).
   std::optional<absl::StatusOr<VarPtr>> CallDictMethod(const VarPtr& self, const std::string& name,
                                                        const std::vector<VarPtr>& args, const Kwargs& kwargs);
-  // dict.fromkeys / OrderedDict.fromkeys; nothing for other callables.
+  // dict.fromkeys / OrderedDict.fromkeys / defaultdict.fromkeys; nothing for other callables.
   std::optional<absl::StatusOr<VarPtr>> DictFromKeys(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                      const Kwargs& kwargs);
   // collections.OrderedDict(...) (the class `fn` is guarded by identity);
