@@ -531,6 +531,28 @@ class Emitter {
         Emit(op::kLoadFast, t);
         return absl::OkStatus();
       }
+      case VarKind::kNNModule:
+        // A torch.nn module the trace constructed (no weights): made again by
+        // calling its class on the same constant arguments.
+        if (!v->source && v->user_class) {
+          BeginCall();
+          if (absl::Status s = Load(v->user_class); !s.ok()) return s;
+          CalleeLoaded();
+          for (const VarPtr& item : v->items) {
+            if (absl::Status s = Load(item); !s.ok()) return s;
+          }
+          if (!v->keys.empty()) {
+            std::vector<Object> names;
+            for (const VarPtr& k : v->keys) names.push_back(k->object);
+            CallKw(static_cast<int>(v->items.size()), python::MakeTuple(names));
+          } else {
+            Call(static_cast<int>(v->items.size()));
+          }
+          return Remember(v);
+        }
+        if (v->source) return LoadSource(v->source);
+        if (v->object) return LoadObject(v->object);
+        return Unrebuildable(trace::Describe(*v));
       case VarKind::kGenerator: {
         // A generator expression the trace made but never resumed: calling
         // its function again on the same arguments makes the same generator.

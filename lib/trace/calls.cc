@@ -1037,6 +1037,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           cls == reinterpret_cast<PyObject*>(&PySlice_Type)) {
         return CallReal(fn, args, kwargs);
       }
+      if (std::optional<absl::StatusOr<VarPtr>> r = ConstructTorchModule(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructUserObject(fn, args, kwargs)) return *std::move(r);
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                    absl::StrCat("constructing ", python::Repr(fn->object)),

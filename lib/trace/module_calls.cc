@@ -15,6 +15,7 @@
 // autograd graph the module's call builds, which is the backend's.
 #include <Python.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/python/error.h"
 #include "lib/trace/translator_internal.h"
@@ -195,6 +196,49 @@ absl::StatusOr<VarPtr> Translator::CallForward(const VarPtr& fn, std::vector<Var
                               fn->source ? Source::Attr(Source::Attr(fn->source, "__class__"), "forward") : nullptr);
   method->self = fn;
   return Inline(method, std::move(args), std::move(kwargs));
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const VarPtr& cls, const std::vector<VarPtr>& args,
+                                                                       const Kwargs& kwargs) {
+  PyObject* c = cls->object.get();
+  Object nn = Object::Steal(PyImport_ImportModule("torch.nn"));
+  Object module_type = nn ? Attr(nn.get(), "Module") : Object();
+  python::ClearError();
+  if (!c || !PyType_Check(c) || !module_type || !PyType_Check(module_type.get()) ||
+      !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(c), reinterpret_cast<PyTypeObject*>(module_type.get()))) {
+    return std::nullopt;
+  }
+  Object where = Attr(c, "__module__");
+  python::ClearError();
+  if (!where || !absl::StartsWith(python::AsString(where).value_or(""), "torch.nn.")) return std::nullopt;
+  if (!AllConstant(args, kwargs)) return std::nullopt;  // the caller's break names the construction
+  if (cls->source) guards_.IdMatch(cls->source, cls->object);
+  absl::StatusOr<VarPtr> made = CallReal(cls, args, kwargs);
+  if (!made.ok() || (*made)->kind != VarKind::kNNModule) return made;
+  // A module with weights would fold one draw of its initialisation into
+  // the graph, where eager draws anew on each call.
+  for (const char* state : {"parameters", "buffers"}) {
+    Object it = Object::Steal(PyObject_CallMethod((*made)->object.get(), state, nullptr));
+    Object first = it ? Object::Steal(PyIter_Next(it.get())) : Object();
+    if (PyErr_Occurred()) return absl::StatusOr<VarPtr>(python::FetchError(state));
+    if (first) {
+      return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                                          absl::StrCat("constructing ", python::Repr(cls->object),
+                                                       " inside the traced code: it holds ", state),
+                                          "make modules with weights in __init__ and call them in forward"));
+    }
+  }
+  // How lib/rewrite makes it again where it outlives the graph: the class
+  // called on the same arguments, the keywords' names last (as a
+  // generator's call is rebuilt).
+  VarPtr m = *made;
+  m->user_class = cls;
+  m->items = args;
+  for (const auto& [name, value] : kwargs) {
+    m->keys.push_back(Var::Constant(python::FromString(name)));
+    m->items.push_back(value);
+  }
+  return absl::StatusOr<VarPtr>(m);
 }
 
 }  // namespace dynamo::trace

@@ -328,6 +328,11 @@ class Translator {
                                                      const Kwargs& kwargs);
   // collections.OrderedDict(...) (the class `fn` is guarded by identity);
   // nothing for other classes.
+  // torch.nn's own modules made in the traced code from constants, without
+  // parameters or buffers (nn.Softmax(dim=-1)(x)): made now, for real
+  // (module_calls.cc); nullopt for other classes.
+  std::optional<absl::StatusOr<VarPtr>> ConstructTorchModule(const VarPtr& cls, const std::vector<VarPtr>& args,
+                                                             const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> ConstructContainer(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                            const Kwargs& kwargs);
   // clear() and copy() of a list or dict tracker (mutations are recorded by

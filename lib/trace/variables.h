@@ -129,7 +129,9 @@ struct Var {
   // the values taken in `position`: untouched, it is rebuilt by calling again.
   std::shared_ptr<GeneratorState> generator;
   // kUserObject, and a kTuple made by calling a named tuple class: the
-  // class's tracker. A kUserObject's `object` is a blank stand-in made by
+  // class's tracker. A kNNModule the trace constructed (a torch.nn module
+  // without weights): its class, called on `items` (the last keys.size()
+  // of them by the names in `keys`) to make it again. A kUserObject's `object` is a blank stand-in made by
   // object.__new__ (for class lookups, isinstance, super(); never emitted)
   // and its instance attributes are `keys` (constant names) and `items`.
   VarPtr user_class;

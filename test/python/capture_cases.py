@@ -665,6 +665,13 @@ def user_operators(x, y):
     return c.v, d.v, e.v, a @ b
 
 
+def torch_modules_made_inline(x, y):
+    # torch.nn modules without weights, made where they are used (common in
+    # transformers code): made at capture, their forward traced.
+    scores = torch.nn.Softmax(dim=-1)(x + y * 2)
+    return nn.Dropout(p=0.0)(scores) + nn.GELU(approximate="tanh")(y), nn.Flatten(0)(x)
+
+
 def tensor_attributes_and_fromkeys(x, idx):
     # .data reads the same values outside autograd; __class__ is the class
     # the tensor's guard checks; torch.tensor takes a range; fromkeys of
@@ -876,6 +883,7 @@ CASES = [
     ("genexpr_consumers", ["f32[3]", "[f32[3],f32[3]]"], lambda: (r(3), [r(3), r(3)])),
     ("tensor_attributes_and_fromkeys", ["f32[4]", "i64[2]"], lambda: (r(4), torch.tensor([1, 3]))),
     ("user_operators", ["f32[3]", "f32[3]"], lambda: (r(3), r(3))),
+    ("torch_modules_made_inline", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
 ]
 
 

@@ -286,6 +286,41 @@ def operators_of_python_classes():
 
 
 @minimal
+def torch_modules_made_in_the_trace():
+    # A torch.nn module without weights made in traced code is made at
+    # capture and traced; one that outlives the graph (stored in a list the
+    # caller holds) is made again by calling its class on the same
+    # arguments, a new object per call as in eager. One with weights is a
+    # break (its initialisation draws random numbers on every call).
+    def f(x, held):
+        act = torch.nn.LeakyReLU(negative_slope=0.25)
+        held.append(act)
+        return act(x) * 2
+
+    def g(x):
+        return torch.nn.Linear(3, 3)(x).shape
+
+    counter = Counter()
+    opt = dynamo.optimize(counter)(f)
+    x = torch.randn(3)
+    held_opt = []
+    ok = True
+    for a in (x, -x):
+        held = []
+        ok &= same(f(a, []), opt(a, held))
+        held_opt += held
+    ok &= [type(m) for m in held_opt] == [torch.nn.LeakyReLU] * 2 and held_opt[0] is not held_opt[1]
+    ok &= all(m.negative_slope == 0.25 for m in held_opt) and counter.graphs == 1
+    if not ok:
+        FAILURES.append(f"modules made in the trace: {held_opt}, {counter.graphs} graphs")
+    dynamo.reset()
+    if dynamo.explain(g)(x).graph_break_count != 1:
+        FAILURES.append("a module with weights made in the trace is not a break")
+        ok = False
+    return ok & check("module_with_weights_made_in_trace", g, [(x,)])
+
+
+@minimal
 def custom_operators_in_the_graph():
     # torch.library operators outside aten, defined with a CompositeImplicit
     # kernel or as a custom_op with a fake kernel: one graph node each (not

@@ -13,7 +13,9 @@ import sys
 
 from dynamo.loader import read_capture
 
-IGNORED = {"getitem", "_set_grad_enabled", "size"}
+# torch._dynamo keeps torch's API-usage telemetry call (nn.Module.__init__'s)
+# as a node; it computes nothing.
+IGNORED = {"getitem", "_set_grad_enabled", "size", "_log_api_usage_once"}
 # The same operation spelled differently: torch._dynamo writes x.T as
 # getattr(x, 'T') (2.11) or aten.numpy_T (2.14) where libdynamo writes the
 # permute it is.
