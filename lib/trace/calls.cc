@@ -340,6 +340,10 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     v->dtype = *d;
     return v;
   }
+  if (IsInstanceOf(o, "layout")) {  // torch.strided and the like: singletons, passed to ops by name
+    guards_.IdMatch(source, obj);
+    return Var::OfKind(VarKind::kConstant, obj, source);
+  }
   if (IsInstanceOf(o, "device")) {
     guards_.EqualsMatch(source, obj);
     VarPtr v = Var::OfKind(VarKind::kDevice, obj, source);
@@ -628,6 +632,14 @@ absl::StatusOr<ir::Argument> Translator::ToArgument(const VarPtr& v) {
       if (!arg.ok()) return arg.status();
       *a.mutable_list()->add_items() = *arg;
     }
+    return a;
+  }
+  // A torch.layout (layout=x.layout): the IR's layout argument, by name.
+  if (v->is_constant() && IsInstanceOf(v->object.get(), "layout")) {
+    absl::StatusOr<ops::Value> name = ToValue(v);
+    if (!name.ok()) return name.status();
+    ir::Argument a;
+    a.set_layout(name->as_string());
     return a;
   }
   absl::StatusOr<ops::Value> value = ToValue(v);

@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "lib/python/error.h"
 
 namespace dynamo::trace {
@@ -135,6 +136,14 @@ absl::StatusOr<ops::Value> ConstantValue(PyObject* o) {
     absl::StatusOr<std::string> s = python::AsString(python::Object::Borrow(o));
     if (!s.ok()) return s.status();
     return ops::Value(*s);
+  }
+  if (std::string(Py_TYPE(o)->tp_name) == "torch.layout") {
+    // The registry's layout parameters take the name ("strided"); the
+    // graph's argument is the IR's layout (Translator::ToArgument).
+    python::Object text = python::Object::Steal(PyObject_Str(o));
+    absl::StatusOr<std::string> name = text ? python::AsString(text) : python::FetchError("str(layout)");
+    if (!name.ok()) return name.status();
+    return ops::Value(std::string(absl::StripPrefix(*name, "torch.")));
   }
   if (PyTuple_Check(o)) {
     std::vector<ops::Value> items;

@@ -675,15 +675,17 @@ def torch_modules_made_inline(x, y):
 def tensor_attributes_and_fromkeys(x, idx):
     # .data reads the same values outside autograd; __class__ is the class
     # the tensor's guard checks; torch.tensor takes a range; fromkeys of
-    # dict, OrderedDict and defaultdict maps every key to one value.
+    # dict, OrderedDict and defaultdict maps every key to one value; x.layout
+    # is an argument like dtype and device.
     picked = x[idx.data]
     name = f"{x.__class__.__name__}:{type(x).__name__}"
     steps = torch.tensor(range(x.shape[0])) * 2
     d = dict.fromkeys(["a", "b"], x + 1)
     o = collections.OrderedDict.fromkeys(("c", "a"), value=x - 2)
     dd = collections.defaultdict.fromkeys(iter(d), picked.sum())
+    like = torch.zeros(x.shape[0], dtype=x.dtype, layout=x.layout, device=x.device)  # a torch.layout argument
     return (picked, len(name), steps, d["a"] * o["c"] + dd["b"], list(o), torch.is_floating_point(input=x),
-            x.data * 2)
+            x.data * 2, like + 1)
 
 
 # --- exceptions raised and caught inside calls ----------------------------------
