@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "lib/bytecode/assembler.h"
 #include "lib/bytecode/opcodes.h"
 #include "lib/ops/meta.h"
@@ -368,6 +369,14 @@ class Emitter {
         Emit(op::kPushNull);
         return absl::OkStatus();
       case VarKind::kConstant:
+        if (absl::string_view(Py_TYPE(v->object.get())->tp_name) == "torch.layout") {
+          // torch.strided by its name: a code object cannot hold (marshal) it.
+          Object text = Object::Steal(PyObject_Str(v->object.get()));
+          absl::StatusOr<std::string> name = text ? python::AsString(text) : python::FetchError("str(layout)");
+          if (!name.ok()) return name.status();
+          ImportPath({"torch"}, {std::string(absl::StripPrefix(*name, "torch."))});
+          return absl::OkStatus();
+        }
         LoadConst(v->object);
         return absl::OkStatus();
       case VarKind::kScalar:  // a number read from a tensor: the graph returns it

@@ -1862,3 +1862,15 @@ case("module_parameters_in_forward", module_parameters_in_forward, [lambda: A(T(
      graphs=1, breaks=0, tags=("generators", "modules"),
      why="next(self.parameters()), sum over them, named_parameters() and named_modules() are traced through "
          "nn.Module's generators (`yield from`, a memo set of modules) | [linear, layer_norm, mul]")
+
+
+def layout_across_print(x):
+    lay = x.layout
+    print("layout", lay)
+    return torch.zeros(x.shape, layout=lay, dtype=x.dtype) + x
+
+
+case("layout_across_print", layout_across_print, [lambda: A(T(2, 3, seed=188))],
+     graphs=1, breaks=1, tags=("print", "tensor_attributes"),
+     why="x.layout (torch.strided) is an op argument, and a value held across the print, rebuilt as "
+         "torch.strided by name | [zeros, add]")
