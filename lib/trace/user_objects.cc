@@ -626,6 +626,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::UserObjectOperator(const std::
     if (opaque_method(a, method)) return std::nullopt;
   }
   if (opaque_method(b, reflected)) return std::nullopt;
+  // tensor op obj: torch's operator asks obj's __torch_function__ first.
+  if (a->is_tensor() && user(b) && TypeLookup(class_of(b), "__torch_function__") != nullptr) return std::nullopt;
   if (user(a)) {
     for (const std::string& method : tries) {
       if (std::optional<absl::StatusOr<VarPtr>> r = CallUserSpecial(a, method.c_str(), {b})) {
