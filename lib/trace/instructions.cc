@@ -1026,7 +1026,12 @@ absl::Status Translator::OpImportName(Frame& f, const Instruction& in, std::opti
       python::FromString(in.argument.text).get(), f.globals.get(), nullptr, fromlist->object.get(),
       static_cast<int>(level_int)));
   if (!module) return python::FetchError("import");
-  ASSIGN_OR_RETURN(v, Wrap(module, nullptr));
+  // Read through sys.modules by its name, so what the trace reads of it
+  // (`from m import SCALE`) is guarded like any global.
+  python::Object name = python::Object::Steal(PyObject_GetAttrString(module.get(), "__name__"));
+  absl::StatusOr<std::string> import_name = name ? python::AsString(name) : python::FetchError("__name__");
+  python::ClearError();
+  ASSIGN_OR_RETURN(v, Wrap(module, import_name.ok() ? Source::Module(*import_name) : nullptr));
   f.stack.push_back(std::move(v));
   return absl::OkStatus();
 }

@@ -286,6 +286,35 @@ def operators_of_python_classes():
 
 
 @minimal
+def names_imported_inside_the_function():
+    # `from m import NAME` / `import m` inside the compiled function read the
+    # module through sys.modules: what the trace read is guarded, so a
+    # changed module attribute recaptures instead of running a stale graph.
+    import types
+    m = types.ModuleType("dynamo_test_settings")
+    m.SCALE, m.MODE = 2.0, "double"
+    sys.modules[m.__name__] = m
+    try:
+        def f(x):
+            from dynamo_test_settings import SCALE
+            import dynamo_test_settings
+            return x * SCALE if dynamo_test_settings.MODE == "double" else x - SCALE
+
+        counter = Counter()
+        opt = dynamo.optimize(counter)(f)
+        ok = True
+        for scale, mode in ((2.0, "double"), (5.0, "double"), (5.0, "minus"), (5.0, "minus")):
+            m.SCALE, m.MODE = scale, mode
+            ok &= same(f(X), opt(X))
+        if not ok or counter.graphs != 3:
+            FAILURES.append(f"imported names: equal {ok}, {counter.graphs} captures (expected 3)")
+            return False
+        return True
+    finally:
+        del sys.modules[m.__name__]
+
+
+@minimal
 def torch_modules_made_in_the_trace():
     # A torch.nn module without weights made in traced code is made at
     # capture and traced; one that outlives the graph (stored in a list the
