@@ -352,7 +352,7 @@ class CaptureIsData(unittest.TestCase):
 
     def test_method_outside_the_allowlist(self):
         for method in ("Tensor.register_hook", "Tensor.__reduce_ex__", "Tensor.numpy",
-                       "Tensor.relu.__globals__", "Tensor.tolist", "relu"):
+                       "Tensor.relu.__globals__", "Tensor.apply_", "Tensor.share_memory_", "relu"):
             c = base_capture()
             node(c, "relu").target = method
             with watched(self, self.scratch.dir), self.assertRaises(CaptureError) as e:
