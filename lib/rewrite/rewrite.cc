@@ -356,6 +356,26 @@ class Emitter {
     return absl::OkStatus();
   }
 
+  // `v` made again by calling `callee` on v->items, the last keys.size() of
+  // them by the names in v->keys (a generator the trace has not started, a
+  // torch.nn module it constructed); kept, as Load keeps what it builds.
+  absl::Status CallAgain(const VarPtr& v, const VarPtr& callee) {
+    BeginCall();
+    if (absl::Status s = Load(callee); !s.ok()) return s;
+    CalleeLoaded();
+    for (const VarPtr& item : v->items) {
+      if (absl::Status s = Load(item); !s.ok()) return s;
+    }
+    if (!v->keys.empty()) {
+      std::vector<Object> names;
+      for (const VarPtr& k : v->keys) names.push_back(k->object);
+      CallKw(static_cast<int>(v->items.size()), python::MakeTuple(names));
+    } else {
+      Call(static_cast<int>(v->items.size()));
+    }
+    return Remember(v);
+  }
+
   // Pushes the value a tracker stands for. Mutable values made during the
   // trace are built once and kept in a temporary, so every reference to
   // them (stack, locals, containers) is to the same object.
@@ -543,22 +563,7 @@ class Emitter {
       case VarKind::kNNModule:
         // A torch.nn module the trace constructed (no weights): made again by
         // calling its class on the same constant arguments.
-        if (!v->source && v->user_class) {
-          BeginCall();
-          if (absl::Status s = Load(v->user_class); !s.ok()) return s;
-          CalleeLoaded();
-          for (const VarPtr& item : v->items) {
-            if (absl::Status s = Load(item); !s.ok()) return s;
-          }
-          if (!v->keys.empty()) {
-            std::vector<Object> names;
-            for (const VarPtr& k : v->keys) names.push_back(k->object);
-            CallKw(static_cast<int>(v->items.size()), python::MakeTuple(names));
-          } else {
-            Call(static_cast<int>(v->items.size()));
-          }
-          return Remember(v);
-        }
+        if (!v->source && v->user_class) return CallAgain(v, v->user_class);
         if (v->source) return LoadSource(v->source);
         if (v->object) return LoadObject(v->object);
         return Unrebuildable(trace::Describe(*v));
@@ -570,20 +575,7 @@ class Emitter {
         // itertools' lazy iterators are rebuilt so too, their last
         // `keys.size()` arguments given by keyword.
         if (v->position != 0 || !v->self) return Unrebuildable("a generator the trace has started");
-        BeginCall();
-        if (absl::Status s = Load(v->self); !s.ok()) return s;
-        CalleeLoaded();
-        for (const VarPtr& item : v->items) {
-          if (absl::Status s = Load(item); !s.ok()) return s;
-        }
-        if (!v->keys.empty()) {
-          std::vector<Object> names;
-          for (const VarPtr& k : v->keys) names.push_back(k->object);
-          CallKw(static_cast<int>(v->items.size()), python::MakeTuple(names));
-        } else {
-          Call(static_cast<int>(v->items.size()));
-        }
-        return Remember(v);
+        return CallAgain(v, v->self);
       }
       case VarKind::kPartial: {
         if (v->source) return LoadSource(v->source);
