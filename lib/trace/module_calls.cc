@@ -213,6 +213,12 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const Var
   if (!where || !absl::StartsWith(python::AsString(where).value_or(""), "torch.nn.")) return std::nullopt;
   if (!AllConstant(args, kwargs)) return std::nullopt;  // the caller's break names the construction
   if (cls->source) guards_.IdMatch(cls->source, cls->object);
+  // A module with weights draws its initialisation from the global generator:
+  // that draw is undone below, so the capture leaves the random stream
+  // where eager's own construction (after the break) expects it.
+  Object torch = Object::Steal(PyImport_ImportModule("torch"));
+  Object rng = torch ? Object::Steal(PyObject_CallMethod(torch.get(), "get_rng_state", nullptr)) : Object();
+  if (!rng) return absl::StatusOr<VarPtr>(python::FetchError("torch.get_rng_state"));
   absl::StatusOr<VarPtr> made = CallReal(cls, args, kwargs);
   if (!made.ok() || (*made)->kind != VarKind::kNNModule) return made;
   // A module with weights would fold one draw of its initialisation into
@@ -222,6 +228,8 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const Var
     Object first = it ? Object::Steal(PyIter_Next(it.get())) : Object();
     if (PyErr_Occurred()) return absl::StatusOr<VarPtr>(python::FetchError(state));
     if (first) {
+      Object restored = Object::Steal(PyObject_CallMethod(torch.get(), "set_rng_state", "O", rng.get()));
+      if (!restored) return absl::StatusOr<VarPtr>(python::FetchError("torch.set_rng_state"));
       return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::UNSUPPORTED_CALL,
                                           absl::StrCat("constructing ", python::Repr(cls->object),
                                                        " inside the traced code: it holds ", state),

@@ -640,10 +640,17 @@ std::optional<absl::StatusOr<VarPtr>> Translator::UserObjectOperator(const std::
       if (answered(*r)) return r;
     }
   }
-  // Neither side answers. The other operand's own reflected method answers
-  // NotImplemented for these (numbers, tensors, containers): TypeError.
+  // Neither side answers. The other operand's own method answers
+  // NotImplemented where it is a builtin number, str, bytes or None, a
+  // tensor or a container the trace holds: TypeError. Any other (a NumPy
+  // scalar's, say) is not modelled.
   const VarPtr& other = user(a) ? b : a;
-  if (!user(other) && !other->is_constant() && !other->is_tensor() && !other->is_sequence() &&
+  auto builtin_constant = [](const VarPtr& v) {
+    PyObject* o = v->object.get();
+    return v->is_constant() && (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+                                PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o));
+  };
+  if (!user(other) && !builtin_constant(other) && !other->is_tensor() && !other->is_sequence() &&
       other->kind != VarKind::kDict) {
     return std::nullopt;
   }

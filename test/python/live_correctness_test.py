@@ -346,6 +346,20 @@ def torch_modules_made_in_the_trace():
     if dynamo.explain(g)(x).graph_break_count != 1:
         FAILURES.append("a module with weights made in the trace is not a break")
         ok = False
+
+    # Making it at capture to look for weights must not move the random
+    # stream: the same seed gives eager's weights and eager's draws after.
+    def h(x):
+        return torch.nn.Linear(3, 3)(x) + torch.rand(3)
+
+    torch.manual_seed(0)
+    want = h(x)
+    dynamo.reset()
+    torch.manual_seed(0)
+    got = dynamo.optimize("eager")(h)(x)
+    if not same(want, got):
+        FAILURES.append("a module with weights made in the trace moved the random stream")
+        ok = False
     return ok & check("module_with_weights_made_in_trace", g, [(x,)])
 
 
