@@ -28,7 +28,7 @@ ctest --test-dir build --output-on-failure --parallel 2 "$@"
 # a process; the fuzz harnesses cover the CLIs' parsers.)
 # DYNAMO_SANITIZE_BUILD=0 skips it.
 sanitizer_cpp='^(python_test|bytecode_test|bytecode_rewrite_test|guards_test|ir_test|ops_registry_test|ops_sym_test|ops_sym_shapes_test|capture_test|embed_module_test)$|^fuzz_'
-sanitizer_live='^(break_test|live_corpus_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test|dynamic_shapes_test|scalar_outputs_test)$'
+sanitizer_live='^(break_test|live_corpus_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test|dynamic_shapes_test|scalar_outputs_test|module_versions_test)$'
 if [ "${DYNAMO_SANITIZE_BUILD:-1}" = 1 ]; then
   CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DDYNAMO_WERROR=ON -DDYNAMO_FUZZ=ON \
         -DDYNAMO_PYTHON="$venv/bin/python" -DDYNAMO_BUILD_BENCHMARKS=OFF -DDYNAMO_FUZZ_SMOKE_SECONDS=30
@@ -45,7 +45,7 @@ fi
 # The tests that depend on the interpreter's version: its bytecode (decoder,
 # assembler, the standard library's and torch's code objects), the
 # translator, the rewrite and resume functions, the frame evaluator, guards.
-version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|dynamic_shapes|scalar_outputs|capture_test|backends_test|memory_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test|api_parity|device_runners'
+version_tests='bytecode|guards_test|embed|break_test|live_corpus|live_api|live_correctness|dynamic_shapes|scalar_outputs|module_versions|capture_test|backends_test|memory_test|concurrency_test|adversarial_test|adversarial_property_test|faults_test|api_parity|device_runners'
 for version in ${DYNAMO_EXTRA_PYTHONS-3.12 3.13}; do
   base=$(ls -d "$HOME/.pyenv/versions/$version".*/bin/python"$version" 2>/dev/null | tail -n 1 || true)
   if [ -z "$base" ]; then

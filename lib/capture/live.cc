@@ -2,6 +2,8 @@
 
 #include <Python.h>
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/disassemble.h"
 #include "lib/bytecode/opcodes.h"
@@ -125,8 +127,14 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
   if (!registry.status().ok()) return registry.status();
 
   trace::BreakInfo why;
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   absl::StatusOr<trace::TraceResult> traced = trace::Trace(request, registry, &why);
   LiveCapture out;
+  out.trace_seconds = seconds_since(started);
+  const auto rewrite_started = std::chrono::steady_clock::now();
   ir::Capture& c = out.capture;
   c.set_ir_version(ir::IR_VERSION_CURRENT);
   python::Object code = python::Object::Borrow(PyFunction_GetCode(function.get()));
@@ -184,6 +192,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
   out.graph_name = rewritten->graph_name;
   out.resumes = std::move(rewritten->resumes);
   FindDirectCall(*traced, out);
+  out.rewrite_seconds = seconds_since(rewrite_started);
   return out;
 }
 

@@ -39,6 +39,11 @@ struct LiveCapture {
   std::vector<int> direct_slots;
   std::vector<int> direct_outputs;
   bool direct_tuple = false;
+  // Seconds spent tracing (the symbolic execution, its graph and guards) and
+  // rewriting (the new bytecode, resume functions and listings): the first
+  // call's phases, as dynamo.runtime reports them.
+  double trace_seconds = 0;
+  double rewrite_seconds = 0;
 };
 
 // Traces `function` on the real `args` (a tuple) and `kwargs` (a dict or

@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/embed/frame.h"
 #include "lib/guards/evaluator.h"
+#include "lib/guards/versions.h"
 #include "lib/python/error.h"
 #include "lib/python/object.h"
 #include "proto/dynamo_ir.pb.h"
@@ -94,6 +96,7 @@ absl::flat_hash_map<PyObject*, Owner>* owners = nullptr;  // by callback address
 thread_local PyObject* callback = nullptr;      // strong reference while set
 thread_local size_t cache_limit = 8;
 size_t hits = 0, misses = 0, direct_hits = 0;
+double guard_compile_seconds = 0;  // every capture's guards, compiled after the callback
 std::vector<std::string>* skip_prefixes = nullptr;
 
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
@@ -620,10 +623,12 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
     PyErr_SetString(PyExc_RuntimeError, "dynamo: unreadable capture");
     return nullptr;
   }
+  const auto compile_started = std::chrono::steady_clock::now();
   absl::StatusOr<guards::GuardEvaluator> compiled = [&] {
     EvaluatorOff off;
     return guards::GuardEvaluator::Compile(capture.guards(), view);
   }();
+  guard_compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_started).count();
   if (python::RaisePendingInterrupt()) return nullptr;  // not a reason to skip the code
   if (!compiled.ok()) {
     std::string msg = absl::StrCat("dynamo: running ", PyUnicode_AsUTF8(frame::Code(frame)->co_qualname),
@@ -728,31 +733,36 @@ PyObject* SetEvalFrame(PyObject* /*module*/, PyObject* args) {
   return previous;  // the caller's reference to the old callback
 }
 
-PyObject* RunWithEvalFrame(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs,
-                           PyObject* kwnames) {
-  if (nargs < 3) {
-    PyErr_SetString(PyExc_TypeError, "run_with_eval_frame(callback, cache_size_limit, fn, *args, **kwargs)");
-    return nullptr;
-  }
+PyObject* CallWithEvalFrame(PyObject* cb, PyObject* limit_object, PyObject* fn, PyObject* const* args,
+                            size_t nargsf, PyObject* kwnames) {
   if (extra_index < 0) {
     if (absl::Status s = Install(); !s.ok()) {
       PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
       return nullptr;
     }
   }
-  const Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+  const Py_ssize_t limit = PyLong_AsSsize_t(limit_object);
   if (limit == -1 && PyErr_Occurred()) return nullptr;
   const size_t previous_limit = cache_limit;
   PyObject* previous = nullptr;
-  if (!SwapCallback(args[0] == Py_None ? nullptr : Py_NewRef(args[0]), &previous)) return nullptr;
+  if (!SwapCallback(cb == Py_None ? nullptr : Py_NewRef(cb), &previous)) return nullptr;
   if (limit >= 0) cache_limit = static_cast<size_t>(limit);
-  PyObject* result = PyObject_Vectorcall(args[2], args + 3, static_cast<size_t>(nargs - 3), kwnames);
+  PyObject* result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
   PyObject* ours = nullptr;
   const bool restored = SwapCallback(previous, &ours);
   Py_XDECREF(ours);
   cache_limit = previous_limit;
   if (!restored) Py_CLEAR(result);
   return result;
+}
+
+PyObject* RunWithEvalFrame(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs,
+                           PyObject* kwnames) {
+  if (nargs < 3) {
+    PyErr_SetString(PyExc_TypeError, "run_with_eval_frame(callback, cache_size_limit, fn, *args, **kwargs)");
+    return nullptr;
+  }
+  return CallWithEvalFrame(args[0], args[1], args[2], args + 3, static_cast<size_t>(nargs - 3), kwnames);
 }
 
 PyObject* MarkSkip(PyObject* /*module*/, PyObject* code) {
@@ -816,10 +826,22 @@ PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
     for (const CodeState* s : *live_states) entries += s->entries.size();
   }
   const size_t watched_owners = owners != nullptr ? owners->size() : 0;
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
+  size_t stamped = 0;
+  if (live_states != nullptr) {
+    for (const CodeState* s : *live_states) {
+      for (const auto& e : s->entries) stamped += e->guards.stamped_count();
+    }
+  }
+  // stamped_subtrees: guard subtrees of cached entries checked once per
+  // module version; skipped_subtrees: how often one was skipped (both 0 where
+  // the interpreter's dict versions cannot be relied on: module_versions).
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:O,s:d}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
                        static_cast<Py_ssize_t>(direct_hits), "misses", static_cast<Py_ssize_t>(misses),
                        "entries", static_cast<Py_ssize_t>(entries), "owners",
-                       static_cast<Py_ssize_t>(watched_owners));
+                       static_cast<Py_ssize_t>(watched_owners), "stamped_subtrees", static_cast<Py_ssize_t>(stamped),
+                       "skipped_subtrees", static_cast<unsigned long long>(guards::GuardEvaluator::skipped_subtrees()),
+                       "module_versions", guards::VersionTagsReliable() ? Py_True : Py_False,
+                       "guard_compile_seconds", guard_compile_seconds);
 }
 
 }  // namespace dynamo::embed

@@ -40,6 +40,10 @@ PyObject* SetEvalFrame(PyObject* module, PyObject* args);
 // **kwargs): fn(*args, **kwargs) with the callback set for its duration (the
 // optimize() wrapper's whole per-call cost, without a Python frame).
 PyObject* RunWithEvalFrame(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+// The same for C callers (lib/embed/callers.h): fn(args..., kwnames) with
+// `callback` set; `limit` a Python int (-1 keeps the current limit).
+PyObject* CallWithEvalFrame(PyObject* callback, PyObject* limit, PyObject* fn, PyObject* const* args,
+                            size_t nargsf, PyObject* kwnames);
 // dynamo._C.mark_skip(code): frames of this code always run as they are.
 PyObject* MarkSkip(PyObject* module, PyObject* code);
 // dynamo._C.mark_capture(code): frames of this code are captured even where
@@ -49,7 +53,10 @@ PyObject* MarkCapture(PyObject* module, PyObject* code);
 PyObject* ResetCaches(PyObject* module, PyObject* unused);
 // dynamo._C.cache_stats() -> {"hits": n, "direct_hits": n (hits that called
 // the graph with no bytecode), "misses": n, "entries": n (live, in every code
-// object), "owners": n (callbacks with entries, watched)}.
+// object), "owners": n (callbacks with entries, watched), "stamped_subtrees":
+// n (of live entries' guards, checked once per module version),
+// "skipped_subtrees": n (times one was skipped), "module_versions": bool
+// (lib/guards/versions.h), "guard_compile_seconds": s (every capture's)}.
 PyObject* CacheStats(PyObject* module, PyObject* unused);
 
 }  // namespace dynamo::embed

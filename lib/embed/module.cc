@@ -11,6 +11,7 @@
 #include "lib/capture/capture.h"
 #include "lib/capture/live.h"
 #include "lib/capture/report.h"
+#include "lib/embed/callers.h"
 #include "lib/embed/eval_frame.h"
 #include "lib/ops/registry.h"
 #include "lib/python/error.h"
@@ -284,7 +285,8 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
     direct = python::MakeTuple({python::MakeTuple(slots), python::MakeTuple(outputs),
                                 python::FromBool(c->direct_tuple)});
   }
-  if (!set("direct", direct)) {
+  Object timings = Object::Steal(Py_BuildValue("{s:d,s:d}", "trace", c->trace_seconds, "rewrite", c->rewrite_seconds));
+  if (!set("direct", direct) || !set("timings", timings)) {
     return nullptr;
   }
   return out.release();
@@ -450,6 +452,7 @@ absl::StatusOr<Object> CreateModule() {
       PyModule_AddObjectRef(module.get(), "GraphBreak", types.graph_break.get()) != 0) {
     return python::FetchError("adding dynamo._C's exception types");
   }
+  if (absl::Status s = AddCallerTypes(module.get()); !s.ok()) return s;
   return module;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "lib/guards/versions.h"
 #include "lib/ops/meta.h"
 #include "lib/ops/proto_conversion.h"
 #include "lib/ops/sym.h"
@@ -202,28 +203,21 @@ std::string IdentityName(PyObject* o) {
 // CPython never hands a version tag out twice, so a type that died and a new
 // one at its address differ in their tags, and a plan never keeps a class
 // (and, through its methods' code objects, the cache holding the plan) alive.
-// A tag is valid while nonzero: modifying a type resets it to 0 (3.11 and
-// 3.12 also clear Py_TPFLAGS_VALID_VERSION_TAG, a flag 3.13 no longer sets).
-bool HasValidTag(PyTypeObject* t) {
-#if PY_VERSION_HEX < 0x030D0000
-  if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return false;
-#endif
-  return t->tp_version_tag != 0;
-}
+// (HasValidTypeTag, lib/guards/versions.h, says when a tag is valid.)
 
 struct PinnedType {
   PyTypeObject* type = nullptr;
   unsigned int tag = 0;
 
   bool Pin(PyTypeObject* t) {
-    if (!HasValidTag(t)) return false;
+    if (!HasValidTypeTag(t)) return false;
     type = t;
     tag = t->tp_version_tag;
     return true;
   }
   bool Holds(PyObject* v) const {
     PyTypeObject* t = Py_TYPE(v);
-    return t == type && t->tp_version_tag == tag && HasValidTag(t);
+    return t == type && t->tp_version_tag == tag && HasValidTypeTag(t);
   }
 };
 
@@ -369,6 +363,23 @@ struct Node {
   int depth = 0;         // 0 for roots
   int check_begin = 0;   // its checks: Program::checks[check_begin, check_end),
   int check_end = 0;     // cheapest first
+  int subtree_end = 0;   // the first node after its descendants
+  // Version stamps (lib/guards/versions.h): what of this node's value the
+  // stamp of the subtree it is in records, and, for the root of a stamped
+  // subtree, its index in Program::memos (-1: none).
+  StampNeeds needs;
+  int memo = -1;
+  int stamped_by = -1;   // the memo of the stamped subtree it is inside
+  bool aliased = false;  // an OBJECT_ALIASING guard reads it
+};
+
+// The stamp of one subtree whose guards all held when it was recorded: while
+// every part matches, they all hold again without being read, and the nodes
+// aliasing guards read hold the objects recorded (borrowed, as the parts).
+struct Memo {
+  bool valid = false;
+  std::vector<StampPart> parts;
+  std::vector<std::pair<int, PyObject*>> aliased;  // (node, value)
 };
 
 struct GlobalCheck {
@@ -503,6 +514,9 @@ struct GuardEvaluator::Program {
   std::vector<AliasCheck> aliases;
   std::vector<TensorSpec> tensors;
   std::vector<ShapeCheck> shapes;
+  // Per stamped subtree (Node::memo); written by Run, hence mutable (all
+  // under the GIL).
+  mutable std::vector<Memo> memos;
   bool ShapeHolds(const ShapeCheck& c, std::string* why) const;
   bool SymbolicTensorHolds(const TensorSpec& t, PyObject* v, PyObject* shape, std::string* why) const;
   Object s_parameters, s_buffers, s_modules, s_shape, s_dtype, s_device, s_requires_grad, s_stride;
@@ -534,8 +548,11 @@ struct GuardEvaluator::Program {
   bool TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const;
   bool Holds(const CompiledCheck& c, PyObject* v, std::string* why) const;
   bool GlobalHolds(const GlobalCheck& g, std::string* why) const;
-  bool AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why) const;
-  bool Run(const FrameView& f) const;
+  // `matched`: per memo, whether Run found its stamp unchanged (null: none).
+  bool AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why,
+                  const std::vector<char>* matched = nullptr) const;
+  // Sets (*matched)[m] for each memo whose stamp held.
+  bool Run(const FrameView& f, std::vector<char>* matched) const;
   // The value of `node` in `f`, or null with the Python exception set.
   Object Resolve(int node, const FrameView& f) const;
   std::optional<std::string> ExplainGuard(size_t i, const FrameView& f) const;
@@ -1004,10 +1021,41 @@ bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
   return false;
 }
 
-bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why) const {
+namespace {
+uint64_t skipped_count = 0;  // process-wide, under the GIL
+
+bool StampMatches(const Memo& m) {
+  if (!m.valid) return false;
+  for (const StampPart& part : m.parts) {  // in preorder: holders first
+    if (!PartMatches(part)) return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why,
+                         const std::vector<char>* matched) const {
   absl::InlinedVector<Object, 8> values;
+  absl::InlinedVector<int, 4> still;  // memos found unchanged again here
   for (int node : a.nodes) {
-    values.push_back(Resolve(node, f));
+    // Inside a subtree whose stamp held on this call: the object recorded,
+    // once the stamp is seen to hold still (Python code run by other guards
+    // since may have changed it; the recorded objects are only alive while
+    // it holds).
+    Object recorded;
+    int memo = nodes[static_cast<size_t>(node)].stamped_by;
+    if (matched != nullptr && memo >= 0 && (*matched)[static_cast<size_t>(memo)]) {
+      const Memo& m = memos[static_cast<size_t>(memo)];
+      bool holds = std::find(still.begin(), still.end(), memo) != still.end();
+      if (!holds && StampMatches(m)) {
+        still.push_back(memo);
+        holds = true;
+      }
+      for (const auto& [at, v] : m.aliased) {
+        if (holds && at == node) recorded = Object::Borrow(v);
+      }
+    }
+    values.push_back(recorded ? recorded : Resolve(node, f));
     if (!values.back()) {
       if (why != nullptr) {
         *why = absl::StrCat(guards[guard].sources(static_cast<int>(values.size() - 1)), " cannot be read (",
@@ -1032,19 +1080,54 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
   return true;
 }
 
-bool Program::Run(const FrameView& f) const {
+bool Program::Run(const FrameView& f, std::vector<char>* matched) const {
   // values[d]: the value of the node last read at depth d, which in preorder
   // is the parent of the next node at depth d + 1.
   absl::InlinedVector<Object, 8> values(static_cast<size_t>(max_depth) + 1);
-  const CompiledCheck* check = checks.data();
-  for (const Node& n : nodes) {
+  // The stamp being recorded while a stamped subtree is walked in full.
+  Memo recording;
+  int recording_for = -1;
+  size_t recording_end = 0;
+  for (size_t i = 0; i < nodes.size();) {
+    const Node& n = nodes[i];
     size_t d = static_cast<size_t>(n.depth);
     values[d] = Read(n.step, d > 0 ? values[d - 1].get() : nullptr, f);
     PyObject* v = values[d].get();
     if (v == nullptr) return false;
-    for (const CompiledCheck* end = checks.data() + n.check_end; check != end; ++check) {
-      if (!Holds(*check, v, nullptr)) return false;
+    for (int c = n.check_begin; c < n.check_end; ++c) {
+      if (!Holds(checks[static_cast<size_t>(c)], v, nullptr)) return false;
     }
+    if (n.memo >= 0) {
+      // The node's own checks (its identity among them) held: its
+      // descendants hold as they did if nothing their stamp covers changed.
+      if (StampMatches(memos[static_cast<size_t>(n.memo)])) {
+        ++skipped_count;
+        (*matched)[static_cast<size_t>(n.memo)] = 1;
+        i = static_cast<size_t>(n.subtree_end);
+        continue;
+      }
+      recording_for = n.memo;
+      recording_end = static_cast<size_t>(n.subtree_end);
+      recording.parts.clear();
+      recording.valid = true;
+    }
+    if (recording_for >= 0) {
+      if (n.needs.any()) {
+        StampPart part;
+        if (RecordPart(v, n.needs, &part)) recording.parts.push_back(part);
+        else recording.valid = false;
+      }
+      if (n.aliased) recording.aliased.emplace_back(static_cast<int>(i), v);
+      if (i + 1 == recording_end) {
+        // Kept only if nothing recorded changed while the rest of the
+        // subtree was read (a guard may run a __getattr__).
+        Memo& memo = memos[static_cast<size_t>(recording_for)];
+        recording_for = -1;
+        if (recording.valid && StampMatches(recording)) memo = std::move(recording);
+        recording = Memo();
+      }
+    }
+    ++i;
   }
   return true;
 }
@@ -1510,7 +1593,102 @@ struct TreeNode {
   int parent = -1;
   std::vector<CompiledCheck> checks;
   std::vector<int> children;
+  // Version stamps: whether the node's value and checks follow from its
+  // parent's value and what the stamp records of it (`needs`, of this
+  // node's value, is what its children and checks ask to be recorded).
+  bool pure = true;
+  bool identified = false;  // it has an ID_MATCH check
+  StampNeeds needs;
 };
+
+// How a step's value follows from its base's, for version stamps.
+enum class Follows : uint8_t {
+  kNo,          // it may change without any recorded tag changing
+  kImmutably,   // a tuple's item, a bound method's __func__ / __self__
+  kAttributes,  // the base's instance __dict__ or its class
+  kNnDicts,     // the base's _parameters / _buffers / _modules
+  kOwnDict,     // the base is a dict: its own tag
+};
+
+Follows Classify(const Step& step, PyObject* base, PyObject* value) {
+  switch (step.kind) {
+    case StepKind::kAttr: {
+      if (PyMethod_Check(base)) {
+        const char* name = PyUnicode_AsUTF8(step.key.get());
+        bool fixed = name != nullptr && (std::strcmp(name, "__func__") == 0 || std::strcmp(name, "__self__") == 0);
+        return fixed ? Follows::kImmutably : Follows::kNo;
+      }
+      PyTypeObject* t = Py_TYPE(base);
+      if (!HasInstanceDict(t) || !IsGenericGetattribute(TypeLookup(t, "__getattribute__"))) return Follows::kNo;
+      PyObject* descr = _PyType_Lookup(t, step.key.get());
+      if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return Follows::kNo;  // runs code
+      Object dict = Object::Steal(PyObject_GenericGetDict(base, nullptr));
+      if (!dict) {
+        python::ClearError();
+        return Follows::kNo;
+      }
+      PyObject* found = PyDict_GetItemWithError(dict.get(), step.key.get());
+      if (found != nullptr) return found == value ? Follows::kAttributes : Follows::kNo;
+      python::ClearError();
+      if (descr != nullptr) {
+        // From the class: a plain value, or one of its functions bound to base.
+        if (Py_TYPE(descr)->tp_descr_get == nullptr) return descr == value ? Follows::kAttributes : Follows::kNo;
+        bool bound = PyFunction_Check(descr) && PyMethod_Check(value) && PyMethod_Function(value) == descr &&
+                     PyMethod_Self(value) == base;
+        return bound ? Follows::kAttributes : Follows::kNo;
+      }
+      return step.plan == Plan::kNnModule ? Follows::kNnDicts : Follows::kNo;
+    }
+    case StepKind::kIndex:
+      if (PyTuple_CheckExact(base)) return Follows::kImmutably;
+      return step.plan == Plan::kSequential || step.plan == Plan::kModuleList ? Follows::kNnDicts : Follows::kNo;
+    case StepKind::kKey:
+      if (PyDict_CheckExact(base)) return Follows::kOwnDict;
+      return step.plan == Plan::kModuleDict ? Follows::kNnDicts : Follows::kNo;
+    case StepKind::kDictKey:
+    case StepKind::kDictValue:
+      return PyDict_CheckExact(base) ? Follows::kOwnDict : Follows::kNo;
+    default:
+      return Follows::kNo;
+  }
+}
+
+void Need(Follows how, StampNeeds* needs) {
+  needs->attributes |= how == Follows::kAttributes || how == Follows::kNnDicts;
+  needs->nn_dicts |= how == Follows::kNnDicts;
+  needs->own_tag |= how == Follows::kOwnDict;
+}
+
+// Whether check `c` on `v` gives the same result while `v` is the same
+// object and what `needs` records of it is unchanged.
+bool Memoizable(const CompiledCheck& c, PyObject* v, StampNeeds* needs) {
+  switch (c.kind) {
+    case ir::Guard::ID_MATCH:
+    case ir::Guard::IS_NONE:
+      return true;
+    case ir::Guard::TYPE_MATCH:
+      // Only __class__ assignment changes an object's class, which builtin
+      // classes (modules aside) refuse; for the others the type is recorded.
+      if (!(Py_TYPE(v)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyModule_Check(v)) return true;
+      needs->attributes = true;
+      return true;
+    case ir::Guard::EQUALS_MATCH:
+      return DeeplyImmutable(v);
+    case ir::Guard::LENGTH_MATCH:
+      if (PyTuple_CheckExact(v)) return true;
+      if (c.plan != Plan::kGeneric) {
+        needs->attributes = needs->nn_dicts = true;
+        return true;
+      }
+      if (IsPlainDict(v)) {
+        needs->own_tag = true;
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
 
 // Lays the tree out in preorder, checks cheapest first within each node.
 void Flatten(std::vector<TreeNode>& tree, const std::vector<int>& roots, Program& p,
@@ -1537,8 +1715,51 @@ void Flatten(std::vector<TreeNode>& tree, const std::vector<int>& roots, Program
       p.checks.push_back(std::move(c));
     }
     n.check_end = static_cast<int>(p.checks.size());
+    n.needs = tn.needs;
     p.nodes.push_back(std::move(n));
     for (auto c = tn.children.rbegin(); c != tn.children.rend(); ++c) stack.emplace_back(*c, index);
+  }
+}
+
+// Picks the subtrees checked once per version (lib/guards/versions.h): the
+// topmost nodes with an identity check whose descendants are all pure and
+// whose recorded parts can be recorded. Sets each node's subtree_end.
+void PlanStamps(const std::vector<TreeNode>& tree, const std::vector<Object>& seen,
+                const std::vector<int>& flat_of, Program& p) {
+  const size_t n = p.nodes.size();
+  std::vector<bool> pure(n), identified(n), recordable(n, true), below_pure(n, true);
+  for (size_t t = 0; t < tree.size(); ++t) {
+    size_t i = static_cast<size_t>(flat_of[t]);
+    pure[i] = tree[t].pure;
+    identified[i] = tree[t].identified;
+    StampPart part;
+    if (tree[t].needs.any()) recordable[i] = RecordPart(seen[t].get(), tree[t].needs, &part);
+  }
+  std::vector<int> open;  // ancestors of the node being placed
+  for (size_t i = 0; i < n; ++i) {
+    p.nodes[i].subtree_end = static_cast<int>(n);
+    while (!open.empty() && p.nodes[static_cast<size_t>(open.back())].depth >= p.nodes[i].depth) {
+      p.nodes[static_cast<size_t>(open.back())].subtree_end = static_cast<int>(i);
+      open.pop_back();
+    }
+    open.push_back(static_cast<int>(i));
+  }
+  for (size_t i = n; i-- > 0;) {
+    int parent = p.nodes[i].parent;
+    if (parent >= 0 && !(below_pure[i] && pure[i] && recordable[i])) below_pure[static_cast<size_t>(parent)] = false;
+  }
+  if (!VersionTagsReliable()) return;
+  for (size_t i = 0; i < n;) {
+    Node& node = p.nodes[i];
+    if (identified[i] && below_pure[i] && recordable[i] && node.needs.any() &&
+        node.subtree_end > static_cast<int>(i) + 1) {
+      node.memo = static_cast<int>(p.memos.size());
+      p.memos.emplace_back();
+      for (int j = static_cast<int>(i) + 1; j < node.subtree_end; ++j) p.nodes[static_cast<size_t>(j)].stamped_by = node.memo;
+      i = static_cast<size_t>(node.subtree_end);
+    } else {
+      ++i;
+    }
   }
 }
 
@@ -1616,6 +1837,11 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
         python::ClearError();
       }
       TreeNode node;
+      if (parent >= 0) {
+        Follows how = Classify(step, base, value.get());
+        node.pure = how != Follows::kNo;
+        Need(how, &tree[static_cast<size_t>(parent)].needs);
+      }
       node.step = std::move(step);
       node.parent = parent;
       int index = static_cast<int>(tree.size());
@@ -1724,13 +1950,20 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
     absl::StatusOr<CompiledCheck> check = CompileCheck(g, seen[static_cast<size_t>(parent)].get(), *p, known);
     if (!check.ok()) return fail(check.status());
     check->guard = static_cast<int>(gi);
-    tree[static_cast<size_t>(parent)].checks.push_back(*std::move(check));
+    TreeNode& at = tree[static_cast<size_t>(parent)];
+    if (!Memoizable(*check, seen[static_cast<size_t>(parent)].get(), &at.needs)) at.pure = false;
+    at.identified |= g.kind() == ir::Guard::ID_MATCH;
+    at.checks.push_back(*std::move(check));
   }
   std::vector<int> flat_of;
   Flatten(tree, roots, *p, &flat_of);
   for (AliasCheck& a : p->aliases) {
-    for (int& node : a.nodes) node = flat_of[static_cast<size_t>(node)];
+    for (int& node : a.nodes) {
+      node = flat_of[static_cast<size_t>(node)];
+      p->nodes[static_cast<size_t>(node)].aliased = true;
+    }
   }
+  PlanStamps(tree, seen, flat_of, *p);
   // Compiled against the frame the trace saw, every guard must hold there.
   ops::SymBindings bindings;
   BindingsScope scope(&bindings);
@@ -1753,12 +1986,13 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
       return false;
     }
   }
-  if (!p.Run(frame)) {
+  std::vector<char> matched(p.memos.size(), 0);
+  if (!p.Run(frame, &matched)) {
     python::ClearError();
     return false;
   }
   for (size_t i = 0; i < p.aliases.size(); ++i) {
-    if (!p.AliasHolds(0, p.aliases[i], frame, nullptr)) return false;
+    if (!p.AliasHolds(0, p.aliases[i], frame, nullptr, &matched)) return false;
   }
   for (const ShapeCheck& c : p.shapes) {
     if (!p.ShapeHolds(c, nullptr)) return false;
@@ -1791,6 +2025,8 @@ bool GuardEvaluator::alive() const { return !program_->life->dead; }
 void GuardEvaluator::OnDeath(std::function<void()> f) const { program_->life->on_death = std::move(f); }
 size_t GuardEvaluator::watched_count() const { return program_->watches.size(); }
 size_t GuardEvaluator::accessor_count() const { return program_->nodes.size(); }
+size_t GuardEvaluator::stamped_count() const { return program_->memos.size(); }
+uint64_t GuardEvaluator::skipped_subtrees() { return skipped_count; }
 
 // ---------------------------------------------------------------------------
 // OwnedFrame.

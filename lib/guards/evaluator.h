@@ -150,6 +150,11 @@ class GuardEvaluator {
   size_t size() const;
   // The number of distinct accessors (source prefixes) Check() reads.
   size_t accessor_count() const;
+  // The number of subtrees checked once per version (lib/guards/versions.h):
+  // while nothing their stamp records has changed, Check() skips their guards.
+  size_t stamped_count() const;
+  // How many times any evaluator skipped such a subtree (process-wide).
+  static uint64_t skipped_subtrees();
 
   struct Program;  // defined in evaluator.cc
 

@@ -176,10 +176,12 @@ def capture_target(fn):
 
 
 def _has_hooks(module):
+    """What makes nn.Module.__call__ do more than call forward."""
     m = torch.nn.modules.module
     return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or
+                module._backward_pre_hooks or
                 getattr(m, "_global_forward_hooks", None) or getattr(m, "_global_forward_pre_hooks", None) or
-                getattr(m, "_global_backward_hooks", None))
+                getattr(m, "_global_backward_hooks", None) or getattr(m, "_global_backward_pre_hooks", None))
 
 
 class OptimizedModule(torch.nn.Module):
@@ -193,6 +195,10 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = mod
         self.dynamo_runtime = runtime
+        if runtime.evaluate_frames:
+            # What __call__'s C fast path (_C.ModuleCall) runs the original's
+            # forward under when no hook is set anywhere.
+            self._dynamo_callback = runtime._callback
 
     def __getattr__(self, name):
         try:
@@ -224,10 +230,15 @@ class OptimizedModule(torch.nn.Module):
             else:
                 mod.__dict__["forward"] = previous
 
-    def __call__(self, *args, **kwargs):
-        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks:
+    def _call_slow(self, *args, **kwargs):
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
             return super().__call__(*args, **kwargs)  # hooks on the wrapper itself
         return self.forward(*args, **kwargs)
+
+    # In C: forward's fast path without a Python frame of ours when no hook
+    # is set (on the wrapper, the original or torch's global lists), else
+    # _call_slow.
+    __call__ = _C.ModuleCall(_call_slow, config, torch.nn.modules.module)
 
 
 class _Optimize:
@@ -260,11 +271,9 @@ class _Optimize:
             # The fast path: one C call sets the evaluator's callback around
             # the call (Runtime.call does the same with more Python).
             _C.mark_capture(getattr(target, "__func__", target).__code__)
-            run, callback = _C.run_with_eval_frame, runtime._callback
-
-            @functools.wraps(fn)
-            def _optimized(*args, **kwargs):
-                return run(callback, config.cache_size_limit, target, *args, **kwargs)
+            # A C callable: run_with_eval_frame(callback,
+            # config.cache_size_limit, target, ...) without a Python frame.
+            _optimized = functools.update_wrapper(_C.OptimizedFunction(runtime._callback, target, config), fn)
         else:
             @functools.wraps(fn)
             def _optimized(*args, **kwargs):

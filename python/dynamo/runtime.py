@@ -25,6 +25,7 @@ import collections
 import itertools
 import sys
 import threading
+import time
 import types
 import warnings
 import weakref
@@ -221,6 +222,10 @@ class Runtime:
         self.captures_made = _History()   # Capture protos
         self.break_records = _History()   # GraphBreak protos
         self.generated_code = _History()  # rewritten and resume code objects
+        # Per capture, seconds in each phase of its first call: trace and
+        # rewrite (C++), graph (the GraphModule), backend; the guards are
+        # compiled after (dynamo._C.cache_stats()["guard_compile_seconds"]).
+        self.phase_times = _History()
         self.break_sites = set()   # (file, line, offset, reason): bounded by the program's text
         self.warned = weakref.WeakSet()  # code objects already warned about
         self.warned_modes = weakref.WeakSet()  # code objects told they ran under a TorchFunctionMode
@@ -399,8 +404,12 @@ class Runtime:
         globals_ = target.__globals__
         installed = _Installed(globals_)
         compiled = None
+        phases = dict(result["timings"], graph=0.0, backend=0.0)
+        self.phase_times.append(phases)
         if result["graph_name"]:
+            started = time.perf_counter()
             gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables())
+            phases["graph"] = time.perf_counter() - started
             frame = frame_for_call(fn, args, kwargs)
             example_inputs = [_graph_input(resolve_source(i.name, frame, globals_))
                               for i in _placeholder_sources(capture)]
@@ -415,10 +424,12 @@ class Runtime:
             backend = self.backend
             if getattr(backend, "_dynamo_static_shapes", False) and _has_symbols(capture):
                 backend = _PerShape(backend)
+            started = time.perf_counter()
             try:
                 compiled = backend(gm, example_inputs)
             except Exception as e:  # noqa: BLE001 - any backend failure is the backend's
                 raise BackendCompilerFailed(self.backend, e) from e
+            phases["backend"] = time.perf_counter() - started
             if sys.getrefcount(gm) <= held:
                 _let_go(gm)
             if self.evaluate_frames and self.backend is not _eager_backend:
