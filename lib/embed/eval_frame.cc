@@ -42,6 +42,9 @@ struct Entry {
   std::vector<int> slots;
   std::vector<int> outputs;
   bool tuple = false;
+  // The graph runs with this thread's callback off (a backend's compiled
+  // code: the modules it runs are its business, not frames to capture).
+  bool callback_off = false;
   // What the callback installed in the function's globals for this capture
   // (the compiled graph, resume functions): dropping it removes them.
   Object installed;
@@ -447,7 +450,31 @@ PyObject* RunDirect(const Entry& entry, _PyInterpreterFrame* frame) {
     argv = big.data();
   }
   for (size_t i = 0; i < entry.slots.size(); ++i) argv[i] = frame::Locals(frame)[entry.slots[i]];
-  Object out = Object::Steal(PyObject_Vectorcall(entry.graph.get(), argv, entry.slots.size(), nullptr));
+  Object out;
+  if (entry.callback_off) {
+    // As set_eval_frame(None) around the call (runtime._without_capture).
+    PyObject* previous = nullptr;
+    if (SwapCallback(nullptr, &previous)) {
+      out = Object::Steal(PyObject_Vectorcall(entry.graph.get(), argv, entry.slots.size(), nullptr));
+    }
+    // Put back even when turning it off failed (torch's switch raised).
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject* inner = nullptr;  // what the graph left set: normally none
+    if (!SwapCallback(previous, &inner)) out = Object();
+    Py_XDECREF(inner);
+    if (type != nullptr) {
+      if (PyErr_Occurred()) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+      } else {
+        PyErr_Restore(type, value, tb);
+      }
+    }
+  } else {
+    out = Object::Steal(PyObject_Vectorcall(entry.graph.get(), argv, entry.slots.size(), nullptr));
+  }
   if (!out) return nullptr;
   Object items = Object::Steal(PySequence_Fast(out.get(), "dynamo: a compiled graph must return a sequence"));
   if (!items) return nullptr;
@@ -640,12 +667,14 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
   Entry entry(*std::move(compiled));
   if (installed != nullptr && installed != Py_None) entry.installed = Object::Borrow(installed);
   if (direct != nullptr && direct != Py_None) {
-    // (compiled graph, argument slots, outputs, returns a tuple)
+    // (compiled graph, argument slots, outputs, returns a tuple[, callback off])
     PyObject *graph, *slots, *outputs;
-    int tuple = 0;
-    if (!PyArg_ParseTuple(direct, "OO!O!p", &graph, &PyTuple_Type, &slots, &PyTuple_Type, &outputs, &tuple)) {
+    int tuple = 0, off = 0;
+    if (!PyArg_ParseTuple(direct, "OO!O!p|p", &graph, &PyTuple_Type, &slots, &PyTuple_Type, &outputs, &tuple,
+                          &off)) {
       return nullptr;
     }
+    entry.callback_off = off != 0;
     entry.graph = Object::Borrow(graph);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); ++i) {
       entry.slots.push_back(static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(slots, i))));

@@ -9,9 +9,10 @@
 //   dynamo._C.set_eval_frame(callback, cache_size_limit) -> previous callback
 //   callback(function, args, kwargs, recompile_reason) ->
 //       None                         (run this call eagerly, capture again next time)
-//     | (capture_bytes, code | None, (graph, arg_slots, outputs, is_tuple) | None[, installed])
+//     | (capture_bytes, code | None, (graph, arg_slots, outputs, is_tuple[, callback_off]) | None[, installed])
 //                                    (the call is that graph on those arguments:
-//                                     called directly, no bytecode runs)
+//                                     called directly, no bytecode runs; with
+//                                     callback_off, as set_eval_frame(None) would)
 //     | False                        (run this code eagerly for this callback from now on)
 //     | (capture_bytes, code | None) (guards; code to run instead, None: the original)
 //   `installed`, when given, is held by the entry and dropped with it (the

@@ -333,16 +333,17 @@ def _argument(arg, env, what, depth=0):
     raise CaptureError(f"{what}: unknown argument kind {which}")
 
 
-def _holder(capture, pb_graph, root, base_dir, attributes):
-    """The module the graph's get_attr nodes read: each used attribute at its
-    checked path, from `attributes`, the capture or `root`."""
-    holder = torch.nn.Module()
+def _attribute_values(capture, pb_graph, root, base_dir, attributes):
+    """{target: tensor} for each attribute the graph's get_attr nodes read:
+    from `attributes`, the capture or `root`. FX's GraphModule takes the
+    dict as its root and places each at its dotted path."""
     used = set()
     for n in pb_graph.nodes:
         if n.kind == ir.Node.GET_ATTR:
             used.add(trust.attribute_path(n.target, f"node {trust.label(n.name)}"))
+    values = {}
     for attr in capture.attributes:
-        if attr.target not in used or _get_path_or_none(holder, attr.target) is not None:
+        if attr.target not in used or attr.target in values:
             continue
         what = f"attribute {attr.target}"
         tensor = attributes.get(attr.target) if attributes else None
@@ -355,11 +356,14 @@ def _holder(capture, pb_graph, root, base_dir, attributes):
             tensor = _get_path_or_none(root, attr.target)
         if not isinstance(tensor, torch.Tensor):
             raise CaptureError(f"{what}: {type(tensor).__name__} is not a tensor")
-        try:
-            _set_path(holder, attr.target, tensor)
-        except (KeyError, TypeError, AttributeError) as e:
-            raise CaptureError(f"{what}: {str(e).splitlines()[0][:200]}") from None
-    return holder
+        values[attr.target] = tensor
+    # One path may not be both a tensor and the parent of another.
+    for target in values:
+        parts = target.split(".")
+        for i in range(1, len(parts)):
+            if ".".join(parts[:i]) in values:
+                raise CaptureError(f"attribute {target}: {'.'.join(parts[:i])} is a tensor, not a module")
+    return values
 
 
 def _kind_name(kind):
@@ -383,7 +387,7 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
         raise CaptureError(f"the capture has no graph {graph_index}")
     pb_graph = capture.graphs[graph_index]
     trust.qualname(capture.function_name, "function name")
-    holder = _holder(capture, pb_graph, root, base_dir, attributes)
+    values = _attribute_values(capture, pb_graph, root, base_dir, attributes)
 
     graph = torch.fx.Graph()
     env = {}
@@ -404,7 +408,7 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             fx_node = graph.placeholder(node.name)
         elif node.kind == ir.Node.GET_ATTR:
             # FX would print a missing path as code that fails only when called.
-            if _get_path_or_none(holder, node.target) is None:
+            if node.target not in values:
                 raise CaptureError(f"{what}: get_attr target {trust.show(node.target)} is none "
                                    "of the capture's attributes")
             fx_node = graph.get_attr(node.target)
@@ -449,7 +453,7 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
         graph.lint()
         # FX generates the forward's source here; a node it cannot print (an
         # operator given the wrong number of arguments) fails here too.
-        return torch.fx.GraphModule(holder, graph, class_name=trust.class_name(capture.function_name))
+        return torch.fx.GraphModule(values, graph, class_name=trust.class_name(capture.function_name))
     except Exception as e:  # noqa: BLE001 -- whatever FX raises, the capture is at fault
         reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise CaptureError(f"graph {graph_index}: not a graph FX can build ({reason})") from None

@@ -403,7 +403,8 @@ class Runtime:
             return _Entry(capture, None, result["capture"])
         globals_ = target.__globals__
         installed = _Installed(globals_)
-        compiled = None
+        compiled = raw = None
+        callback_off = False
         phases = dict(result["timings"], graph=0.0, backend=0.0)
         self.phase_times.append(phases)
         if result["graph_name"]:
@@ -432,7 +433,9 @@ class Runtime:
             phases["backend"] = time.perf_counter() - started
             if sys.getrefcount(gm) <= held:
                 _let_go(gm)
-            if self.evaluate_frames and self.backend is not _eager_backend:
+            raw = compiled
+            callback_off = self.evaluate_frames and self.backend is not _eager_backend
+            if callback_off:
                 compiled = _without_capture(compiled)
             installed.add(result["graph_name"], compiled)
         _dump(target.__code__, capture, self.graphs[-1] if result["graph_name"] else None)
@@ -448,7 +451,9 @@ class Runtime:
         direct = None
         if result["direct"] is not None and compiled is not None:
             slots, outputs, is_tuple = result["direct"]
-            direct = (compiled, slots, outputs, is_tuple)
+            # The frame evaluator turns the callback off itself: no Python
+            # wrapper on the warm path.
+            direct = (raw, slots, outputs, is_tuple, callback_off)
         return _Entry(capture, function, result["capture"], direct, installed)
 
 
