@@ -629,6 +629,15 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
   // the backend) run as plain Python.
   Object keep = Object::Borrow(cb);
   callback = nullptr;
+  // No cyclic collection while capturing and compiling guards: a capture
+  // makes thousands of objects in cycles, and a full collection of the heap
+  // in its middle costs more than the capture (it runs after).
+  struct CollectorOff {
+    int was = PyGC_Disable();
+    ~CollectorOff() {
+      if (was) PyGC_Enable();
+    }
+  } collector_off;
   PyObject* call_args[] = {reinterpret_cast<PyObject*>(frame::Function(frame)), args.get(), kwargs.get(), reason.get()};
   Object result = Object::Steal(PyObject_Vectorcall(cb, call_args, 4, nullptr));
   callback = keep.get();

@@ -1964,7 +1964,12 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
     }
   }
   PlanStamps(tree, seen, flat_of, *p);
-  // Compiled against the frame the trace saw, every guard must hold there.
+  // Compiled against the frame the trace saw, every guard must hold there:
+  // one walk of the tree (which also records the stamps, so the next call
+  // already skips what they cover), and the guards one by one only to name
+  // the one that does not.
+  GuardEvaluator evaluator(p);
+  if (evaluator.Check(at_capture)) return evaluator;
   ops::SymBindings bindings;
   BindingsScope scope(&bindings);
   for (size_t gi = 0; gi < guards.size(); ++gi) {
@@ -1972,7 +1977,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       return absl::FailedPreconditionError(absl::StrCat("guard does not hold on the frame it is compiled against: ", *why));
     }
   }
-  return GuardEvaluator(std::move(p));
+  return absl::FailedPreconditionError("the guards do not hold on the frame they are compiled against");
 }
 
 bool GuardEvaluator::Check(const FrameView& frame) const {

@@ -22,6 +22,7 @@ graphs are held weakly: a GraphModule holds the parameters it reads, and
 only the backend's result (or the user) may keep it alive.
 """
 import collections
+import gc
 import itertools
 import sys
 import threading
@@ -384,6 +385,19 @@ class Runtime:
         return function(*args, **kwargs)
 
     def _compile(self, fn, target, args, kwargs):
+        # A capture allocates thousands of objects in cycles (FX nodes and
+        # graphs): left on, the cyclic collector runs full collections of the
+        # whole heap (the user's models included) in the middle of it, for
+        # tens to hundreds of milliseconds. It runs afterwards instead.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._compile_now(fn, target, args, kwargs)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _compile_now(self, fn, target, args, kwargs):
         self.captures += 1
         self_obj = fn.__self__ if isinstance(fn, types.MethodType) else None
         result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids),

@@ -9,8 +9,8 @@ stood for must still be caught:
   buffer replaced, train()/eval(), a forward hook added and removed, a class
   attribute changed, __dict__ written directly, object.__setattr__, a
   deleted attribute that falls back to the class), on a nested model,
-  made right after the first call (before any stamp is recorded) and after
-  200 calls (the stamps in use): the next call equals eager on the changed
+  made right after the first call (the stamps recorded when the capture's
+  guards were compiled) and after 200 calls (the stamps in use): the next call equals eager on the changed
   model, through a new capture;
 - the stamps are in use: on an interpreter whose dict versions can be relied
   on (dynamo._C.cache_stats()["module_versions"]; CPython 3.11 and 3.12),
