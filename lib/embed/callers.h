@@ -1,10 +1,13 @@
-// What dynamo.optimize(...) hands back, as C callables: a warm call goes from
-// the user's call to the frame evaluator without a Python frame of ours.
+// What dynamo.optimize(...) calls on every call, as C callables: a warm call
+// goes from the user's call to the frame evaluator with at most one Python
+// frame of ours (a module's: none).
 //
 //   dynamo._C.OptimizedFunction(callback, target, config)
 //       Calling it is run_with_eval_frame(callback, config.cache_size_limit,
-//       target, *args, **kwargs). It has a __dict__ (functools.wraps fills
-//       it) and binds like a function when it is a class attribute.
+//       target, *args, **kwargs). It has a __dict__ and binds like a
+//       function when it is a class attribute. (optimize() wraps it in a
+//       Python function all the same: FunctionType is what torch.fx and
+//       inspect want.)
 //   dynamo._C.ModuleCall(slow)
 //       OptimizedModule.__call__: when neither the wrapper nor the original
 //       module nor torch's global hook lists have hooks, and the wrapper has

@@ -271,9 +271,15 @@ class _Optimize:
             # The fast path: one C call sets the evaluator's callback around
             # the call (Runtime.call does the same with more Python).
             _C.mark_capture(getattr(target, "__func__", target).__code__)
-            # A C callable: run_with_eval_frame(callback,
-            # config.cache_size_limit, target, ...) without a Python frame.
-            _optimized = functools.update_wrapper(_C.OptimizedFunction(runtime._callback, target, config), fn)
+            # run_with_eval_frame(callback, config.cache_size_limit, target,
+            # ...) as one C callable. What is returned stays a Python
+            # function, as torch.compile's is (torch.fx.symbolic_trace,
+            # inspect and tools that want a FunctionType take it).
+            call = _C.OptimizedFunction(runtime._callback, target, config)
+
+            @functools.wraps(fn)
+            def _optimized(*args, **kwargs):
+                return call(*args, **kwargs)
         else:
             @functools.wraps(fn)
             def _optimized(*args, **kwargs):
