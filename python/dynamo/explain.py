@@ -107,11 +107,14 @@ class ExplainOutput:
     targets of its call nodes), inferred_on_meta (per graph, the targets of
     the nodes whose metadata came from torch's meta kernels because the op
     registry has no entry for them), out_guards ([Guard] over every
-    capture), compile_times (seconds: the whole explained call, captures
-    included) and captures (the dynamo_ir_pb2.Captures made: the frame's and
-    each resume function's). to_dot() and render(path) draw them (pictures.py)."""
+    capture), guard_counts (per capture, its number of guards; the head-to-
+    head benchmark sets them beside torch._dynamo's), compile_times (seconds:
+    the whole explained call, captures included), phase_times (per capture,
+    seconds in trace, rewrite, graph and backend) and captures (the
+    dynamo_ir_pb2.Captures made: the frame's and each resume function's).
+    to_dot() and render(path) draw them (pictures.py)."""
 
-    def __init__(self, graphs, break_reasons, out_guards, compile_times, captures=()):
+    def __init__(self, graphs, break_reasons, out_guards, compile_times, captures=(), phase_times=()):
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.break_reasons = break_reasons
@@ -123,6 +126,8 @@ class ExplainOutput:
         self.out_guards = out_guards
         self.compile_times = compile_times
         self.captures = list(captures)
+        self.guard_counts = [len(c.guards) for c in self.captures]
+        self.phase_times = list(phase_times)
 
     def to_dot(self):
         """Every graph captured and the breaks between them, as Graphviz DOT."""
@@ -154,10 +159,13 @@ class ExplainOutput:
             lines.append(f"  Ops {i}:")
             lines.extend(f"    {_target_name(n)}" + ("  (inferred on meta)" if n.meta.get("dynamo_inferred_on_meta") else "")
                          for n in gm.graph.nodes if n.op in _OPS)
-        lines.append("Out Guards:")
+        counts = ", ".join(str(n) for n in self.guard_counts)
+        lines.append(f"Out Guards: {len(self.out_guards)}" + (f" (per capture: {counts})" if len(self.guard_counts) > 1 else ""))
         lines.extend(f"  {g}" for g in self.out_guards)
         if self.compile_times is not None:
             lines.append(f"Compile Times: {self.compile_times * 1e3:.1f} ms (the explained call, captures included)")
+        for i, p in enumerate(self.phase_times, 1):
+            lines.append(f"  Capture {i}: " + ", ".join(f"{k} {p[k] * 1e3:.1f} ms" for k in ("trace", "rewrite", "graph", "backend")))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -185,7 +193,7 @@ def _run_explain(fn, args, kwargs):
     name = getattr(target, "__qualname__", getattr(target, "__name__", "<fn>"))
     reasons = [BreakReason(b, name) for b in runtime.break_records]
     guards = [Guard(g) for c in runtime.captures_made for g in c.guards]
-    return ExplainOutput(graphs, reasons, guards, elapsed, runtime.captures_made)
+    return ExplainOutput(graphs, reasons, guards, elapsed, runtime.captures_made, runtime.phase_times)
 
 
 def explain(fn, *extra_args, **extra_kwargs):

@@ -212,9 +212,15 @@ def explain_reports_the_break_with_its_line():
     assert out.ops_per_graph[1] == [__import__("operator").neg], out.ops_per_graph
     assert any(g.source == "L['x']" and g.kind == "TENSOR_MATCH" and "float32[5, 5]" in str(g)
                for g in out.out_guards), out.out_guards
+    # Guards per capture (the frame's and the resume function's) and where
+    # each first call went.
+    assert len(out.guard_counts) == 2 and sum(out.guard_counts) == len(out.out_guards), out.guard_counts
+    assert len(out.phase_times) == 2 and all(p["trace"] > 0 and p["graph"] > 0 for p in out.phase_times), \
+        out.phase_times
     text = str(out)
     for needle in ("Graph Count: 2", "Graph Break Count: 1", f"{S.__file__}:{line}", "if x.sum() < 0:",
-                   "hint:", "Ops per Graph:", "operator.neg", "Out Guards:"):
+                   "hint:", "Ops per Graph:", "operator.neg", f"Out Guards: {len(out.out_guards)} (per capture: ",
+                   "Capture 2: trace "):
         assert needle in text, (needle, text)
     # torch's older spelling, explain(fn, *args), still works.
     with recorded_warnings() as caught:
