@@ -1108,7 +1108,7 @@ bool Program::Run(const FrameView& f, std::vector<char>* matched) const {
       }
       recording_for = n.memo;
       recording_end = static_cast<size_t>(n.subtree_end);
-      recording.parts.clear();
+      recording = Memo();
       recording.valid = true;
     }
     if (recording_for >= 0) {

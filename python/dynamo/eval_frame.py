@@ -195,9 +195,10 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = mod
         self.dynamo_runtime = runtime
-        if runtime.evaluate_frames:
+        if runtime.evaluate_frames and runtime._cache_size_limit is None:
             # What __call__'s C fast path (_C.ModuleCall) runs the original's
-            # forward under when no hook is set anywhere.
+            # forward under when no hook is set anywhere (with
+            # config.cache_size_limit, as Runtime.call would).
             self._dynamo_callback = runtime._callback
 
     def __getattr__(self, name):
