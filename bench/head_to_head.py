@@ -18,7 +18,8 @@ torch.cuda.synchronize()); the default is the CPU.
 
 Models: resnet18, mobilenet_v2, vit_b_16 (torchvision), bert (BERT-base from a
 transformers config), gpt2 (GPT-2 small from a config), a timm model
-(resnet50d), all random weights; warm overhead on a two-tensor function, a
+(resnet50d), all random weights, with torch.fx.symbolic_trace's time beside
+(it infers no shapes and makes no guards); warm overhead on a two-tensor function, a
 3-layer MLP and resnet18 at 1x3x32x32.
 """
 import sys
@@ -130,6 +131,21 @@ def theirs(model, inputs):
     return seconds, len(backend.graphs), breaks, guards
 
 
+def fx_trace(model):
+    """Seconds of torch.fx.symbolic_trace(model) (no shapes inferred, no
+    guards), the median of three; None where FX cannot trace the model
+    (transformers' models need their own tracer)."""
+    runs = []
+    for _ in range(3):
+        t = time.perf_counter()
+        try:
+            torch.fx.symbolic_trace(model)
+        except Exception:  # noqa: BLE001 - a model FX cannot trace has no figure
+            return None
+        runs.append(time.perf_counter() - t)
+    return sorted(runs)[1]
+
+
 def _stored(gm, example_inputs):
     """A backend whose graph returns the output it computed once: what is
     timed is the machinery around the graph (guards, frame, call)."""
@@ -230,7 +246,8 @@ def main():
     if "--inductor" in sys.argv:
         return inductor_race(names)
     print(f"on {DEVICE}" + (f" ({torch.cuda.get_device_name()})" if DEVICE.type == "cuda" else ""))
-    print(f"{'model':14} {'ours ms':>9} {'torch ms':>9} {'ratio':>7}   graphs o/t  breaks o/t  guards o/t")
+    print(f"{'model':14} {'ours ms':>9} {'torch ms':>9} {'ratio':>7}   graphs o/t  breaks o/t  guards o/t"
+          f"   {'fx.symbolic_trace ms':>20}")
     phase_rows = []
     with torch.no_grad():
         for name, make in models(names):
@@ -240,8 +257,10 @@ def main():
             # torch._dynamo's once (seconds each).
             o = sorted((ours(model, inputs) for _ in range(3)), key=lambda r: r[0])[1]
             t = theirs(model, inputs)
+            fx = fx_trace(model)
             print(f"{name:14} {o[0] * 1e3:9.1f} {t[0] * 1e3:9.1f} {t[0] / max(o[0], 1e-9):6.1f}x   "
-                  f"{o[1]:4}/{t[1]:<4}  {o[2]:4}/{t[2]:<4}  {o[3]:5}/{t[3]:<5}")
+                  f"{o[1]:4}/{t[1]:<4}  {o[2]:4}/{t[2]:<4}  {o[3]:5}/{t[3]:<5}   "
+                  + (f"{fx * 1e3:20.1f}" if fx is not None else f"{'n/a':>20}"))
             phase_rows.append((name, o[0], o[4]))
     # Where our first call goes: the C++ trace and rewrite, the GraphModule
     # built from the capture, the backend, the guards compiled; the rest is
