@@ -370,7 +370,7 @@ def _kind_name(kind):
     return ir.Node.Kind.Name(kind) if kind in ir.Node.Kind.values() else str(kind)
 
 
-def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None, callables=None):
+def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None, callables=None, lint=True):
     """One graph of the capture as a torch.fx.GraphModule.
 
     Attribute values come from `attributes` ({target: tensor}, what a live
@@ -382,7 +382,9 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
 
     Every name is checked and every call target is looked up in the op
     registry's list (dynamo.trust) before FX sees it: a capture names
-    operations and tensors, never code (README, "Trust model")."""
+    operations and tensors, never code (README, "Trust model"). `lint=False`
+    skips FX's own consistency walk of the graph, for a capture this
+    process just made (the checks above still run)."""
     if not 0 <= graph_index < len(capture.graphs):
         raise CaptureError(f"the capture has no graph {graph_index}")
     pb_graph = capture.graphs[graph_index]
@@ -450,7 +452,8 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what, symbolic=True)
         env[node.name] = fx_node
     try:
-        graph.lint()
+        if lint:
+            graph.lint()
         # FX generates the forward's source here; a node it cannot print (an
         # operator given the wrong number of arguments) fails here too.
         return torch.fx.GraphModule(values, graph, class_name=trust.class_name(capture.function_name))

@@ -170,8 +170,21 @@ def layout(text, what):
     return getattr(torch, text)
 
 
+_DEVICES = {}  # (type, index) -> torch.device, for those already checked
+
+
 def device(pb_device, what):
     kind, index = pb_device.type or "cpu", pb_device.index
+    known = _DEVICES.get((kind, index))
+    if known is not None:
+        return known
+    made = _new_device(kind, index, what)
+    if len(_DEVICES) < 256:  # a file may name many: the cache stays small
+        _DEVICES[(kind, index)] = made
+    return made
+
+
+def _new_device(kind, index, what):
     if not _DEVICE_TYPE.match(kind) or not -1 <= index < (1 << 16):
         raise CaptureError(f"{what}: {show(kind)}:{index} is not a device")
     try:
