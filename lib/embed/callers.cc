@@ -51,7 +51,6 @@ struct OptimizedFunction {
   PyObject* callback;
   PyObject* target;
   PyObject* config;  // dynamo.config: its cache_size_limit is read on every call
-  PyObject* dict;
   vectorcallfunc vectorcall;
 };
 
@@ -83,7 +82,6 @@ int FunctionTraverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(f->callback);
   Py_VISIT(f->target);
   Py_VISIT(f->config);
-  Py_VISIT(f->dict);
   return 0;
 }
 
@@ -92,7 +90,6 @@ int FunctionClear(PyObject* self) {
   Py_CLEAR(f->callback);
   Py_CLEAR(f->target);
   Py_CLEAR(f->config);
-  Py_CLEAR(f->dict);
   return 0;
 }
 
@@ -116,14 +113,8 @@ PyObject* FunctionRepr(PyObject* self) {
 }
 
 PyMemberDef kFunctionMembers[] = {
-    {"__dictoffset__", T_PYSSIZET, offsetof(OptimizedFunction, dict), READONLY, nullptr},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(OptimizedFunction, vectorcall), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr},
-};
-
-PyGetSetDef kFunctionGetSet[] = {
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
 PyType_Slot kFunctionSlots[] = {
@@ -136,7 +127,6 @@ PyType_Slot kFunctionSlots[] = {
     {Py_tp_dealloc, reinterpret_cast<void*>(FunctionDealloc)},
     {Py_tp_repr, reinterpret_cast<void*>(FunctionRepr)},
     {Py_tp_members, kFunctionMembers},
-    {Py_tp_getset, kFunctionGetSet},
     {Py_tp_doc, const_cast<char*>("OptimizedFunction(callback, target, config): target(*args, **kwargs) run under "
                                   "the frame evaluator's callback (what dynamo.optimize(...)(fn) returns).")},
     {0, nullptr},

@@ -4,10 +4,8 @@
 //
 //   dynamo._C.OptimizedFunction(callback, target, config)
 //       Calling it is run_with_eval_frame(callback, config.cache_size_limit,
-//       target, *args, **kwargs). It has a __dict__ and binds like a
-//       function when it is a class attribute. (optimize() wraps it in a
-//       Python function all the same: FunctionType is what torch.fx and
-//       inspect want.)
+//       target, *args, **kwargs). optimize() wraps it in a Python function
+//       (functools.wraps): FunctionType is what torch.fx and inspect want.
 //   dynamo._C.ModuleCall(slow)
 //       OptimizedModule.__call__: when neither the wrapper nor the original
 //       module nor torch's global hook lists have hooks, and the wrapper has
