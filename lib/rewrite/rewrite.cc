@@ -544,15 +544,37 @@ class Emitter {
       }
       case VarKind::kUserObject: {
         // An instance the trace made: object.__new__(cls) (its class's own
-        // __new__, checked by the translator), then one STORE_ATTR per
-        // attribute it holds (its class's __setattr__ is object's). Kept in
-        // a temporary first, so attributes may refer back to it.
+        // __new__, checked by the translator), then one store per attribute
+        // it holds: STORE_ATTR where the class's __setattr__ is object's,
+        // object.__setattr__(t, name, value) where it has its own (a frozen
+        // dataclass's, which raises). Kept in a temporary first, so
+        // attributes may refer back to it.
         absl::StatusOr<int> made = NewInstance(v, -1);  // object.__new__
         if (!made.ok()) return made.status();
         const int t = *made;
+        PyObject* cls = v->user_class->object.get();
+        Object object_setattr = Object::Steal(
+            PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__setattr__"));
+        Object own_setattr = Object::Steal(PyObject_GetAttrString(cls, "__setattr__"));
+        if (!object_setattr || !own_setattr) {
+          python::ClearError();
+          return Unrebuildable("an instance whose class has no readable __setattr__");
+        }
+        const bool generic = own_setattr.get() != object_setattr.get();
         for (size_t i = 0; i < v->items.size(); ++i) {
           absl::StatusOr<std::string> name = python::AsString(v->keys[i]->object);
           if (!name.ok()) return Unrebuildable("an attribute with a non-string name");
+          if (generic) {
+            BeginCall();
+            if (absl::Status s = LoadMroEntry(v->user_class, -1, "__setattr__"); !s.ok()) return s;
+            CalleeLoaded();
+            Emit(op::kLoadFast, t);
+            LoadConst(python::FromString(*name));
+            if (absl::Status s = Load(v->items[i]); !s.ok()) return s;
+            Call(3);
+            Emit(op::kPopTop);
+            continue;
+          }
           if (absl::Status s = Load(v->items[i]); !s.ok()) return s;
           Emit(op::kLoadFast, t);
           Emit(op::kStoreAttr, Name(*name));

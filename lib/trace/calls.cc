@@ -1228,6 +1228,8 @@ Object Translator::ClassOf(const VarPtr& v) {
     case VarKind::kOpaque:
     case VarKind::kUserObject:
       return v->object ? type_of(v->object.get()) : Object();
+    case VarKind::kGenerator:
+      return GeneratorClass(*v);
     default:
       return Object();  // iterators, methods of trackers, cells: not modelled
   }

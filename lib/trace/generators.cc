@@ -517,6 +517,32 @@ absl::StatusOr<bool> Translator::GeneratorContains(const VarPtr& generator, cons
   }
 }
 
+python::Object GeneratorClass(const Var& v) {
+  using Kind = GeneratorState::Kind;
+  if (!v.generator) return python::Object();
+  auto builtin = [](PyTypeObject* t) { return python::Object::Borrow(reinterpret_cast<PyObject*>(t)); };
+  auto itertools = [](const char* name) { return python::Object::Borrow(StdlibObject("itertools", name)); };
+  switch (v.generator->kind) {
+    case Kind::kFrame:
+    case Kind::kSequence:  // collections.abc.Sequence.__iter__ is a generator function
+      return python::Object::Borrow(StdlibObject("types", "GeneratorType"));
+    case Kind::kEnumerate: return builtin(&PyEnum_Type);
+    case Kind::kZip: return builtin(&PyZip_Type);
+    case Kind::kMap: return builtin(&PyMap_Type);
+    case Kind::kFilter: return builtin(&PyFilter_Type);
+    case Kind::kChain:
+    case Kind::kChainFromIterable: return itertools("chain");
+    case Kind::kIslice: return itertools("islice");
+    case Kind::kCount: return itertools("count");
+    case Kind::kRepeat: return itertools("repeat");
+    case Kind::kCycle: return itertools("cycle");
+    case Kind::kAccumulate: return itertools("accumulate");
+    case Kind::kGroupby: return itertools("groupby");
+    case Kind::kGrouper: return itertools("_grouper");
+  }
+  return python::Object();
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr& fn,
                                                                     std::vector<VarPtr>& args,
                                                                     Kwargs& kwargs) {
@@ -572,6 +598,11 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallWithGenerator(const VarPtr
     return Var::Dict(std::move(keys), std::move(values));
   }
   if (name == "iter" && one_generator) return args[0];
+  // They ask only its class (GeneratorClass), never its values.
+  if ((name == "isinstance" || name == "type") && args.size() <= 2 && kwargs.empty() &&
+      args[0]->kind == VarKind::kGenerator && (args.size() == 1 || args[1]->kind != VarKind::kGenerator)) {
+    return std::nullopt;
+  }
   if (name == "next" && (args.size() == 1 || args.size() == 2) &&
       args[0]->kind == VarKind::kGenerator) {
     absl::StatusOr<std::optional<VarPtr>> v = NextValue(args[0]);

@@ -61,6 +61,9 @@ bool IsNumpyArray(PyObject* o);
 // resolved once per process and leaked on purpose, as the interpreter's own;
 // nullptr when the module lacks it.
 PyObject* StdlibObject(const char* module, const char* name);
+// The class of the iterator a kGenerator stands for (a generator, map, zip,
+// itertools.chain, ...); null where unknown (generators.cc).
+python::Object GeneratorClass(const Var& v);
 
 // For instruction handlers: pop the frame's top into `var`; bind `lhs` to
 // a StatusOr's value. Either returns the error.
@@ -168,8 +171,9 @@ class Translator {
   // Pushes local `slot` (a break when it is unbound); stores into it.
   absl::Status PushLocal(Frame& f, int slot, absl::string_view name);
   absl::Status StoreLocal(Frame& f, int slot, VarPtr v);
-  // del obj.name of an object the trace made (user_objects.cc).
-  absl::Status DeleteUserObjectAttr(const VarPtr& obj, const std::string& name);
+  // del obj.name of an object the trace made (user_objects.cc); generic:
+  // object.__delattr__'s, never the class's own override.
+  absl::Status DeleteUserObjectAttr(const VarPtr& obj, const std::string& name, bool generic = false);
   // BEFORE_WITH over anything but a grad-mode manager (instructions.cc).
   absl::Status EnterUserContext(Frame& f, const VarPtr& manager);
   // The callable with its NULL (or self) slot, in the target's stack order.
@@ -436,7 +440,10 @@ class Translator {
   absl::StatusOr<VarPtr> ClassMember(const VarPtr& obj, const VarPtr& cls_var, const std::string& name,
                                      PyObject* found);
   std::optional<absl::StatusOr<VarPtr>> UserTupleAttr(const VarPtr& obj, const std::string& name);
-  absl::Status StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value);
+  // obj.name = value on an object the trace made; generic: object.__setattr__'s
+  // store, never the class's own override.
+  absl::Status StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value,
+                                   bool generic = false);
   // The truth value of an instance of a Python class: type(v).__bool__,
   // then __len__, then True (CPython's order); nothing when v's class is
   // not one whose protocol is known.

@@ -77,12 +77,32 @@ bool DefaultAttributeProtocol(PyObject* cls, PyTypeObject* base = &PyBaseObject_
   return TypeLookup(cls, "__getattr__") == nullptr;
 }
 
+// A slot of a Python class (`__slots__`, dataclass(slots=True)): its
+// member descriptor reads and writes a field of the instance.
+bool SlotMember(PyObject* d) { return d != nullptr && Py_TYPE(d) == &PyMemberDescr_Type; }
+
+// A Python function that overrides object's `name` on cls, or null where
+// object's own applies (a C override: not modelled, so not Plain).
+bool OverriddenBy(PyObject* cls, const char* name, PyObject** fn) {
+  PyObject* d = TypeLookup(cls, name);
+  *fn = d == ObjectMember(name) ? nullptr : d;
+  return *fn == nullptr || PyFunction_Check(*fn);
+}
+
 // A class whose instances the trace can make and track: cls(...) is
-// object.__new__(cls) then cls.__init__(...), attributes in __dict__.
+// object.__new__(cls) then cls.__init__(...), attributes in __dict__ or
+// in slots. Reads are object's (no __getattribute__ or __getattr__ of its
+// own); __setattr__ and __delattr__ may be Python functions, which the
+// trace inlines (a frozen dataclass's raise, for one).
 bool PlainClass(PyObject* cls) {
-  return PyType_Check(cls) && PythonClassesUpTo(cls, &PyBaseObject_Type, /*allow_slots=*/false) &&
-         AsType(cls)->tp_dictoffset != 0 && TypeLookup(cls, "__new__") == ObjectMember("__new__") &&
-         DefaultAttributeProtocol(cls);
+  if (!PyType_Check(cls) || !PythonClassesUpTo(cls, &PyBaseObject_Type, /*allow_slots=*/true) ||
+      TypeLookup(cls, "__new__") != ObjectMember("__new__") ||
+      TypeLookup(cls, "__getattribute__") != ObjectMember("__getattribute__") ||
+      TypeLookup(cls, "__getattr__") != nullptr) {
+    return false;
+  }
+  PyObject* fn = nullptr;
+  return OverriddenBy(cls, "__setattr__", &fn) && OverriddenBy(cls, "__delattr__", &fn);
 }
 
 // A named tuple class (collections.namedtuple, typing.NamedTuple, or a
@@ -140,10 +160,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructUserObject(const VarP
     VarPtr instance = Var::OfKind(VarKind::kUserObject, stand_in);
     instance->user_class = cls_var;
     // The class facts construction relied on, beyond its identity: its
-    // __new__ and attribute protocol are still object's.
+    // __new__ and attribute protocol are still those seen now.
     if (cls_var->source) {
-      for (const char* name : {"__new__", "__setattr__", "__getattribute__"}) {
-        guards_.IdMatch(Source::Attr(cls_var->source, name), Object::Borrow(ObjectMember(name)));
+      for (const char* name : {"__new__", "__setattr__", "__delattr__", "__getattribute__"}) {
+        guards_.IdMatch(Source::Attr(cls_var->source, name), Object::Borrow(TypeLookup(cls, name)));
       }
       guards_.HasAttr(cls_var->source, "__getattr__", false);
     }
@@ -196,6 +216,26 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallTupleNew(const VarPtr& fn,
       return absl::StatusOr<VarPtr>(Var::Constant(python::None()));
     }
     return std::nullopt;
+  }
+  // object.__setattr__ / __delattr__ on a tracked instance (a frozen
+  // dataclass's __init__, a __setattr__ override's super() call): the
+  // generic store, bypassing the class's own.
+  const bool set = o == ObjectMember("__setattr__"), del = o == ObjectMember("__delattr__");
+  if ((set || del) && kwargs.empty()) {
+    std::vector<VarPtr> all = args;
+    if (fn->self) all.insert(all.begin(), fn->self);
+    if (all.size() != (set ? 3u : 2u) || all[0]->kind != VarKind::kUserObject) return std::nullopt;
+    if (!all[1]->is_constant() || !PyUnicode_Check(all[1]->object.get())) {
+      return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OTHER,
+                                          absl::StrCat("object.", set ? "__setattr__" : "__delattr__",
+                                                       " with a name that is not a str constant"),
+                                          "the attribute's name must be known while tracing"));
+    }
+    const std::string name = *python::AsString(all[1]->object);
+    absl::Status s = set ? StoreUserObjectAttr(all[0], name, all[2], /*generic=*/true)
+                         : DeleteUserObjectAttr(all[0], name, /*generic=*/true);
+    if (!s.ok()) return absl::StatusOr<VarPtr>(s);
+    return absl::StatusOr<VarPtr>(Var::Constant(python::None()));
   }
   Object tuple_new = Object::Steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyTuple_Type), "__new__"));
   if (!tuple_new) python::ClearError();
@@ -301,6 +341,13 @@ absl::StatusOr<VarPtr> Translator::ClassMember(const VarPtr& obj, const VarPtr& 
 absl::StatusOr<VarPtr> Translator::UserObjectAttr(const VarPtr& obj, const std::string& name) {
   if (name == "__class__") return obj->user_class;
   PyObject* d = TypeLookup(obj->user_class->object.get(), name.c_str());
+  if (obj->kind == VarKind::kUserObject && SlotMember(d)) {  // a slot: held on the tracker, as attributes are
+    for (size_t i = 0; i < obj->keys.size(); ++i) {
+      if (*python::AsString(obj->keys[i]->object) == name) return obj->items[i];
+    }
+    return RaiseNew(PyExc_AttributeError, absl::StrCat("'", AsType(obj->user_class->object.get())->tp_name,
+                                                       "' object has no attribute '", name, "'"));
+  }
   if (d != nullptr && IsDataDescriptor(d)) {
     return ClassMember(obj, obj->user_class, name, d);  // a data descriptor wins over the instance
   }
@@ -444,9 +491,23 @@ absl::StatusOr<VarPtr> Translator::GenericAttr(const VarPtr& obj, const std::str
   return class_member(d);
 }
 
-absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value) {
-  PyObject* d = TypeLookup(obj->user_class->object.get(), name.c_str());
-  if (d != nullptr && IsDataDescriptor(d)) {
+absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::string& name, const VarPtr& value,
+                                             bool generic) {
+  PyObject* cls = obj->user_class->object.get();
+  PyObject* setattr_fn = nullptr;
+  if (!generic && OverriddenBy(cls, "__setattr__", &setattr_fn) && setattr_fn != nullptr) {
+    // The class's own __setattr__ (guarded when the object was made), inlined.
+    VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(setattr_fn), AttrOf(obj->user_class->source,
+                                                                                    "__setattr__"));
+    absl::StatusOr<VarPtr> r = Inline(fn, {obj, Var::Constant(python::FromString(name)), value}, {});
+    return r.status();
+  }
+  PyObject* d = TypeLookup(cls, name.c_str());
+  if (!SlotMember(d) && AsType(cls)->tp_dictoffset == 0 && !(d != nullptr && IsDataDescriptor(d))) {
+    return RaiseNew(PyExc_AttributeError, absl::StrCat("'", AsType(cls)->tp_name, "' object has no attribute '",
+                                                       name, "'"));
+  }
+  if (d != nullptr && IsDataDescriptor(d) && !SlotMember(d)) {
     return Break(ir::GraphBreak::SIDE_EFFECT,
                  absl::StrCat("setting .", name, " of ", Describe(*obj), " runs a ",
                               python::TypeName(Object::Borrow(d))),
@@ -464,11 +525,16 @@ absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::strin
   return absl::OkStatus();
 }
 
-absl::Status Translator::DeleteUserObjectAttr(const VarPtr& obj, const std::string& name) {
+absl::Status Translator::DeleteUserObjectAttr(const VarPtr& obj, const std::string& name, bool generic) {
   PyObject* cls = obj->user_class->object.get();
+  PyObject* delattr_fn = nullptr;
+  if (!generic && OverriddenBy(cls, "__delattr__", &delattr_fn) && delattr_fn != nullptr) {
+    VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(delattr_fn), AttrOf(obj->user_class->source,
+                                                                                    "__delattr__"));
+    return Inline(fn, {obj, Var::Constant(python::FromString(name))}, {}).status();
+  }
   PyObject* d = TypeLookup(cls, name.c_str());
-  if ((d != nullptr && IsDataDescriptor(d)) ||
-      TypeLookup(cls, "__delattr__") != TypeLookup(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__delattr__")) {
+  if (d != nullptr && IsDataDescriptor(d) && !SlotMember(d)) {
     return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat("deleting .", name, " of ", Describe(*obj)),
                  "__delattr__ overrides and data descriptors are not traced");
   }
@@ -478,7 +544,10 @@ absl::Status Translator::DeleteUserObjectAttr(const VarPtr& obj, const std::stri
     obj->items.erase(obj->items.begin() + static_cast<std::ptrdiff_t>(i));
     return absl::OkStatus();
   }
-  return RaiseNew(PyExc_AttributeError, name);
+  // CPython's messages: the bare name for an unset slot, the long form otherwise.
+  if (SlotMember(d)) return RaiseNew(PyExc_AttributeError, name);
+  return RaiseNew(PyExc_AttributeError, absl::StrCat("'", AsType(cls)->tp_name, "' object has no attribute '",
+                                                     name, "'"));
 }
 
 std::optional<absl::StatusOr<bool>> Translator::UserTruthy(const VarPtr& v) {

@@ -1088,6 +1088,79 @@ def super_setattr_override():
 
 
 @minimal
+def slotted_and_frozen_classes():
+    """Instances of classes with __slots__ and of frozen dataclasses (whose
+    __setattr__ raises; their __init__ stores through object.__setattr__)
+    are made and read in the trace, and rebuilt when they leave it; pytree's
+    TreeSpec is one, so tree_flatten / tree_unflatten / tree_map trace."""
+    import dataclasses
+    import torch.utils._pytree as pytree
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        a: torch.Tensor
+        b: int = 3
+
+    @dataclasses.dataclass(slots=True)
+    class Slotted:
+        a: torch.Tensor
+        b: int = 3
+
+    class Plain:
+        __slots__ = ("u", "v")
+
+    def refuse_write(p):
+        try:
+            p.b = 4
+        except dataclasses.FrozenInstanceError:
+            return 1
+        return 0
+
+    def no_attribute(s):
+        try:
+            s.c = 1
+        except AttributeError as e:
+            return str(e)
+
+    def unset_slot(o):
+        try:
+            return o.v
+        except AttributeError as e:
+            return str(e)
+
+    def classes(x):
+        p, s, o = Frozen(x, 2), Slotted(x + 1), Plain()
+        s.b = 5
+        o.u = x * 2
+        return (p.a * p.b + s.a * s.b + o.u, refuse_write(p), no_attribute(s), unset_slot(o),
+                (p.a, p.b), (s.a, s.b), o.u)
+
+    def escaping(x):  # rebuilt after the graph: object.__setattr__ for the frozen one
+        p, s = Frozen(x + 1, 2), Slotted(x * 3)
+        return p, s
+
+    def round_trip(xs):
+        leaves, spec = pytree.tree_flatten(xs)
+        ys = pytree.tree_unflatten([t.clone() * 2 for t in leaves], spec)
+        return ys[0], ys[1][0], ys[1][1]["k"], spec.num_leaves
+
+    def mapped(d):
+        r = pytree.tree_map(lambda t: t + 1, d)
+        return r["a"], r["b"], isinstance(map(abs, [1]), map), type(zip([1], [2])) is zip
+
+    t = torch.arange(3.0)
+    ok = check("slots and frozen dataclasses", classes, [(t,), (t + 1,)], expect_graphs=1, fullgraph=True)
+    ok &= check("pytree round trip", round_trip, [([t, (t + 1, {"k": t * 3})],)], expect_graphs=1, fullgraph=True)
+    ok &= check("pytree.tree_map", mapped, [({"a": t, "b": [t, (t,)]},)], expect_graphs=1, fullgraph=True)
+    opt = dynamo.optimize(Counter(), nopython=True)(escaping)
+    (p, s), (ep, es) = opt(t), escaping(t)
+    if type(p) is not Frozen or type(s) is not Slotted or not same((p.a, p.b, s.a, s.b), (ep.a, ep.b, es.a, es.b)):
+        FAILURES.append(f"slots and frozen dataclasses rebuilt: {p!r} {s!r}")
+        ok = False
+    return ok
+
+
+@minimal
 def lazy_module():
     def f(x):
         torch.manual_seed(0)
