@@ -726,6 +726,34 @@ std::vector<std::string> ReturnFields(const std::string& target, size_t arity) {
 
 absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::Kind kind,
                                           const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  // torch reads the Python number types as dtypes where it takes one
+  // (x.to(float), dtype=bool): bool, int64, float64, complex128.
+  auto python_type_dtype = [this](const VarPtr& v) -> VarPtr {
+    if (v->kind != VarKind::kBuiltin || !v->object) return nullptr;
+    PyObject* o = v->object.get();
+    const char* name = o == reinterpret_cast<PyObject*>(&PyBool_Type)      ? "bool"
+                       : o == reinterpret_cast<PyObject*>(&PyLong_Type)    ? "int64"
+                       : o == reinterpret_cast<PyObject*>(&PyFloat_Type)   ? "float64"
+                       : o == reinterpret_cast<PyObject*>(&PyComplex_Type) ? "complex128"
+                                                                           : nullptr;
+    if (name == nullptr) return nullptr;
+    absl::StatusOr<VarPtr> dtype = Wrap(TorchAttr(name), nullptr);
+    return dtype.ok() && (*dtype)->kind == VarKind::kDType ? *dtype : nullptr;
+  };
+  bool any_type = false;
+  for (const VarPtr& a : args) any_type |= python_type_dtype(a) != nullptr;
+  for (const auto& kv : kwargs) any_type |= python_type_dtype(kv.second) != nullptr;
+  if (any_type) {
+    std::vector<VarPtr> typed = args;
+    Kwargs typed_kwargs = kwargs;
+    for (VarPtr& a : typed) {
+      if (VarPtr d = python_type_dtype(a)) a = d;
+    }
+    for (auto& kv : typed_kwargs) {
+      if (VarPtr d = python_type_dtype(kv.second)) kv.second = d;
+    }
+    return CallOp(target, kind, typed, typed_kwargs);
+  }
   if (kind == ir::Node::CALL_FUNCTION && absl::StartsWith(target, "Tensor.")) {
     // torch.Tensor.add_(t, 1) is t.add_(1): a "Tensor.<name>" target names a
     // method, and graphs (FX's call_method, the loader's allowlist) hold it as one.
@@ -900,6 +928,12 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
           callee->closure.push_back(it->second);
           continue;
         }
+        // One tracker per real cell, so that every function sharing it sees
+        // a write the trace made.
+        if (auto it = outer_cells_.find(PyTuple_GET_ITEM(closure, i)); it != outer_cells_.end()) {
+          callee->closure.push_back(it->second);
+          continue;
+        }
         PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, i));
         SourcePtr cell_source =
             src ? Source::Attr(Source::Item(Source::Attr(src, "__closure__"), i), "cell_contents")
@@ -913,6 +947,10 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
         VarPtr cell = Var::Cell(value);
         // Cells of real closures outlive the call: writing them is a side effect.
         cell->source = cell_source ? cell_source : Source::Local("<closure>");
+        if (cell_source) {
+          cell->object = Object::Borrow(PyTuple_GET_ITEM(closure, i));  // the real cell, for the replay
+          outer_cells_[PyTuple_GET_ITEM(closure, i)] = cell;
+        }
         callee->closure.push_back(cell);
       }
     }
@@ -966,6 +1004,19 @@ bool IsCompilingQuery(PyObject* fn) {
   return false;
 }
 
+namespace {
+
+// torch._dynamo.graph_break, where torch._dynamo is loaded (never imported
+// here: a program that has not imported it cannot call it).
+bool IsTorchGraphBreak(PyObject* fn) {
+  PyObject* decorators = PyDict_GetItemString(PyImport_GetModuleDict(), "torch._dynamo.decorators");  // borrowed
+  if (decorators == nullptr) return false;
+  Object f = Attr(decorators, "graph_break");
+  return f && f.get() == fn;
+}
+
+}  // namespace
+
 absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
   if ((fn->kind == VarKind::kFunction || fn->kind == VarKind::kOpaque) && fn->object && !fn->self &&
       args.empty() && IsCompilingQuery(fn->object.get())) {
@@ -994,6 +1045,10 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
                        absl::StrCat(*rng, "() reads or sets the global random generator's state"),
                        "it runs in Python between two graphs, as under torch.compile; the random ops on "
                        "either side draw from the same stream as eager");
+        }
+        if (IsTorchGraphBreak(fn->object.get())) {
+          return Break(ir::GraphBreak::UNSUPPORTED_CALL, "torch._dynamo.graph_break() called",
+                       "the graph ends here by request, as under torch.compile");
         }
         // dynamo.disable(f) asks for f to run in Python; an optimized
         // function called from traced code is traced as its original.

@@ -41,6 +41,16 @@ class GraphBuilder {
     if (graph_.nodes_size() > 0) graph_.mutable_nodes(graph_.nodes_size() - 1)->set_inferred_on_meta(true);
   }
 
+  // Removes the last node when it is a call of `target` (one the caller
+  // found to be undone at once); true if it did.
+  bool DropLastCall(absl::string_view target) {
+    if (graph_.nodes_size() == 0) return false;
+    const ir::Node& last = graph_.nodes(graph_.nodes_size() - 1);
+    if (last.kind() != ir::Node::CALL_FUNCTION || last.target() != target) return false;
+    graph_.mutable_nodes()->RemoveLast();
+    return true;
+  }
+
   // Drops call nodes whose results nothing uses, unless `has_effects` says
   // the node must run anyway (in-place and random ops).
   void EliminateDeadCode(const std::function<bool(const ir::Node&)>& has_effects);

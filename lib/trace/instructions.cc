@@ -326,6 +326,22 @@ absl::Status Translator::OpStoreDeref(Frame& f, const Instruction& in, std::opti
       return absl::OkStatus();
     }
   }
+  const SourcePtr& contents = cell->source;
+  if (contents && allow_breaks_ && contents->kind() == Source::Kind::kAttr && contents->name() == "cell_contents" &&
+      cell->object) {
+    // A cell of a closure the frame reaches (f.__closure__[i]): the trace
+    // reads the new value from the tracker (the same one for every function
+    // sharing the cell), and the store is replayed as
+    // f.__closure__[i].cell_contents = value after the graph.
+    cell->value = v;
+    SideEffect e;
+    e.kind = SideEffect::Kind::kStoreAttr;
+    e.target = Var::OfKind(VarKind::kOpaque, cell->object, contents->base());
+    e.name = "cell_contents";
+    e.value = std::move(v);
+    side_effects_.push_back(std::move(e));
+    return absl::OkStatus();
+  }
   if (cell->source) {
     return Break(ir::GraphBreak::SIDE_EFFECT,
                  absl::StrCat("assigning the enclosing function's variable '", in.argument.text, "'"),

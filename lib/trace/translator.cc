@@ -1257,6 +1257,10 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
 absl::Status Translator::SetGradMode(bool enabled) {
   if (enabled == grad_enabled_) return absl::OkStatus();
   grad_enabled_ = enabled;
+  // A switch right after a switch: nothing ran under the first, and the
+  // graph is back in the mode before it (a switch is recorded only on a
+  // change), so both go.
+  if (graph_.DropLastCall("torch._C._set_grad_enabled")) return absl::OkStatus();
   ir::ValueMeta none;
   none.mutable_constant()->mutable_none();
   ir::Argument arg;

@@ -756,6 +756,9 @@ class Translator {
   absl::flat_hash_map<std::pair<PyObject*, std::string>, VarPtr> attr_overlay_;
   absl::flat_hash_map<std::string, VarPtr> global_overlay_;
   absl::flat_hash_map<PyObject*, VarPtr> top_cells_;  // real cell -> the top frame's tracker
+  // Real cells of closures the frame reaches -> their trackers (each holds
+  // its cell in `object`, which keeps it alive while the map holds it).
+  absl::flat_hash_map<PyObject*, VarPtr> outer_cells_;
 };
 
 }  // namespace dynamo::trace

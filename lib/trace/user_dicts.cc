@@ -312,6 +312,27 @@ std::optional<absl::StatusOr<VarPtr>> Translator::DictSubclassAttr(const VarPtr&
     return Wrap(Object::Borrow(found), Source::Attr(d->source, name));
   }
   if (python_member) return class_member();
+  if (found == nullptr) {
+    // Neither the instance nor its class has it: the class's __getattr__
+    // answers, or the read raises. Both rely on the name staying absent.
+    SourcePtr cls_source = Source::Attr(d->source, "__class__");
+    if (Py_TYPE(o)->tp_dictoffset != 0) guards_.HasItem(Source::Attr(d->source, "__dict__"), name, false);
+    guards_.HasAttr(cls_source, name, false);
+    const auto [getattr_definer, getattr_fn] = Definer(cls, "__getattr__");
+    if (getattr_fn == nullptr) {
+      return R(RaiseNew(PyExc_AttributeError, absl::StrCat("'", python::TypeName(d->object),
+                                                           "' object has no attribute '", name, "'")));
+    }
+    if (!PyFunction_Check(getattr_fn)) {
+      return R(Break(ir::GraphBreak::OTHER, absl::StrCat("reading .", name, " of ", Describe(*d),
+                                                         " runs its class's __getattr__, which is no Python function"),
+                     ""));
+    }
+    SourcePtr fn_source = Source::Attr(cls_source, "__getattr__");
+    guards_.IdMatch(fn_source, Object::Borrow(getattr_fn));
+    VarPtr fn = Var::OfKind(VarKind::kFunction, Object::Borrow(getattr_fn), fn_source);
+    return Inline(fn, {d, Var::Constant(python::FromString(name))}, {});
+  }
   return std::nullopt;  // dict's own: the tracker's method
 }
 

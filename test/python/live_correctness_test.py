@@ -1161,6 +1161,99 @@ def slotted_and_frozen_classes():
 
 
 @minimal
+def dict_subclass_missing_attributes():
+    """An attribute a dict subclass (read from the frame) lacks runs its
+    class's __getattr__, or raises AttributeError; it was once read as a
+    dict method of that name (a wrong branch, a wrong handler). The absence
+    is guarded: the attribute set later recaptures."""
+    class Config(dict):
+        def __getattr__(self, name):
+            return self[name]
+
+    class Plain(dict):
+        pass
+
+    def missing(cfg, x):
+        try:
+            cfg.nothing
+        except AttributeError:
+            return x + 2
+        return x
+
+    ok = check("dict subclass __getattr__", lambda cfg, x: x + 1 if cfg.offset is None else x - cfg.offset,
+               [(Config(offset=None), X), (Config(offset=2), X)], expect_graphs=2, fullgraph=True)
+    ok &= check("dict subclass without the attribute", lambda cfg, x: missing(cfg, x), [(Plain(a=1), X)],
+                expect_graphs=1, fullgraph=True)
+    p = Plain(a=1)
+    opt = dynamo.optimize(Counter())(lambda cfg, x: missing(cfg, x))
+    first = opt(p, X)
+    p.nothing = 1
+    if not same(first, X + 2) or not same(opt(p, X), X):
+        FAILURES.append("dict subclass attribute set after capture: stale result")
+        ok = False
+    return ok
+
+
+@minimal
+def closure_cells_written_in_the_trace():
+    """nonlocal writes of a closure the frame reaches (not its own): every
+    call of it in the trace sees the new value, and the cell holds the last
+    one afterwards (replayed as cell_contents)."""
+    def make_counter():
+        x = torch.zeros(3)
+
+        def counter():
+            nonlocal x
+            x = x + 1
+            return x
+        return counter
+
+    def twice(c):
+        return c() + c()
+
+    eager_counter, opt_counter = make_counter(), make_counter()
+    e = twice(eager_counter)
+    o = dynamo.optimize(Counter(), nopython=True)(twice)(opt_counter)
+    ok = same(e, o) and same(eager_counter(), opt_counter())
+    if not ok:
+        FAILURES.append(f"closure cells: eager {e} optimized {o}")
+    return ok
+
+
+@minimal
+def python_types_as_dtypes_and_explicit_breaks():
+    """torch takes bool/int/float/complex as dtypes; torch._dynamo.graph_break()
+    ends the graph as it does under torch.compile; grad-mode switches that
+    undo each other leave no node."""
+    import torch._dynamo
+
+    def to_types(x):
+        return (x * 5).to(bool).to(float).to(int) + 8, torch.zeros(2, dtype=bool)
+
+    def explicit(x):
+        y = x + 1
+        torch._dynamo.graph_break()
+        return y * 2
+
+    def switches(p, y):
+        torch.set_grad_enabled(False)
+        torch.set_grad_enabled(True)
+        torch.set_grad_enabled(False)
+        p.add_(y)
+        torch.set_grad_enabled(True)
+
+    ok = check("Python types as dtypes", to_types, [(torch.randn(5),)], expect_graphs=1, fullgraph=True)
+    ok &= check("torch._dynamo.graph_break()", explicit, [(X,)], expect_graphs=2)
+    p = torch.nn.Parameter(torch.zeros(3))
+    explained = dynamo.explain(switches)(p, X)
+    ops = [getattr(op, "__name__", op) for op in explained.ops_per_graph[0]]
+    if ops != ["_set_grad_enabled", "add_", "_set_grad_enabled"] or not same(p.detach(), X):
+        FAILURES.append(f"grad-mode switches: {ops}")
+        ok = False
+    return ok
+
+
+@minimal
 def lazy_module():
     def f(x):
         torch.manual_seed(0)
