@@ -789,6 +789,10 @@ absl::Status Translator::OpSetAdd(Frame& f, const Instruction& in, std::optional
     ASSIGN_OR_RETURN(all, Materialize(v));
     items = all;
   }
+  if (target->source) {  // a set the frame handed over (a resume function's stack)
+    return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat(in.name, " mutates ", target->source->ToString()),
+                 "mutating a set that outlives the call is not replayed");
+  }
   for (const VarPtr& item : items) {
     if (absl::Status added = AddToSet(target, item); !added.ok()) return added;
   }
@@ -797,6 +801,8 @@ absl::Status Translator::OpSetAdd(Frame& f, const Instruction& in, std::optional
 absl::Status Translator::OpListAppend(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(v);
   VarPtr& list = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
+  // The list may be one a resume function was handed (built before a break).
+  if (absl::Status s = WillMutate(list, "LIST_APPEND"); !s.ok()) return s;
   list->items.push_back(std::move(v));
   return absl::OkStatus();
 }
@@ -804,6 +810,7 @@ absl::Status Translator::OpListExtend(Frame& f, const Instruction& in, std::opti
   POP_OR_RETURN(v);
   ASSIGN_OR_RETURN(items, Materialize(v));
   VarPtr& list = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
+  if (absl::Status s = WillMutate(list, "LIST_EXTEND"); !s.ok()) return s;
   list->items.insert(list->items.end(), items.begin(), items.end());
   return absl::OkStatus();
 }
@@ -816,17 +823,27 @@ absl::Status Translator::OpMapAdd(Frame& f, const Instruction& in, std::optional
   POP_OR_RETURN(value);
   POP_OR_RETURN(key);
   VarPtr& dict = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-  dict->keys.push_back(std::move(key));
-  dict->items.push_back(std::move(value));
-  return absl::OkStatus();
+  if (absl::Status s = WillMutate(dict, "MAP_ADD"); !s.ok()) return s;
+  return DictSet(dict, key, value);  // a repeated key keeps its place, takes the new value
 }
 absl::Status Translator::OpDictUpdate(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(other);
   if (other->kind != VarKind::kDict) return Break(ir::GraphBreak::OTHER, "dict update from a non-dict", "");
   VarPtr& dict = f.stack[f.stack.size() - static_cast<size_t>(in.arg)];
-  dict->keys.insert(dict->keys.end(), other->keys.begin(), other->keys.end());
-  dict->items.insert(dict->items.end(), other->items.begin(), other->items.end());
-  return absl::OkStatus();
+  if (in.name == "DICT_MERGE") {  // f(**a, **b): a key twice is the call's TypeError
+    for (const VarPtr& k : other->keys) {
+      for (const VarPtr& existing : dict->keys) {
+        absl::StatusOr<VarPtr> eq = Compare("==", existing, k);
+        if (!eq.ok()) return eq.status();
+        if ((*eq)->is_constant() && (*eq)->object.get() == Py_True) {
+          return Break(ir::GraphBreak::OTHER, "a keyword argument given twice through **",
+                       "the call would raise TypeError");
+        }
+      }
+    }
+  }
+  if (absl::Status s = WillMutate(dict, in.name); !s.ok()) return s;
+  return UpdateDict(dict, {other}, {});  // dict.update's rules: a repeated key takes the new value
 }
 absl::Status Translator::OpUnpackSequence(Frame& f, const Instruction& in, std::optional<VarPtr>&) {
   POP_OR_RETURN(v);

@@ -1254,6 +1254,32 @@ def python_types_as_dtypes_and_explicit_breaks():
 
 
 @minimal
+def containers_built_across_a_break():
+    """A dict or list the frame was building when a break came ({**f()},
+    [*a, *f()]) is handed to the resume function, which finishes it: the
+    real object gets the items (once the empty dict came back). A key given
+    twice keeps its first place and takes the last value; f(**a, **b) with
+    a key twice raises TypeError."""
+    def make_dict():
+        dynamo.graph_break()
+        return {0: torch.ones(2), "k": 1}
+
+    def make_list():
+        dynamo.graph_break()
+        return [torch.ones(2) * 3]
+
+    def kw(**kwargs):
+        return kwargs
+
+    ok = check("dict display across a break", lambda x: list({**make_dict(), 1: x}.items()), [(X,)])
+    ok &= check("list display across a break", lambda x: [x, *make_list(), x + 1], [(X,)])
+    ok &= check("a key twice in a dict display", lambda x: list({**{"a": x}, "b": 1, **{"a": x + 1}}.items()),
+                [(X,)], fullgraph=True)
+    ok &= check("a keyword twice through **", lambda x: kw(**{"a": x}, **{"a": 1}), [(X,)])
+    return ok
+
+
+@minimal
 def lazy_module():
     def f(x):
         torch.manual_seed(0)
