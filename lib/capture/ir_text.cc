@@ -92,6 +92,7 @@ std::string MetaText(const ir::ValueMeta& m) {
       std::transform(type.begin(), type.end(), type.begin(), ::tolower);
       return absl::StrCat(type, " (at run time)");
     }
+    case ir::ValueMeta::kGraph: return absl::StrCat("graph ", m.graph());
     case ir::ValueMeta::KIND_NOT_SET: return "";
   }
   return "";

@@ -1,6 +1,7 @@
 #include "lib/capture/report.h"
 
 #include <algorithm>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -124,7 +125,10 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
     }
     out += "\n";
   }
-  for (const ir::Graph& g : c.graphs()) {
+  // A graph, then the subgraphs its higher-order ops call (torch.cond's
+  // branches), named by their path ("graph_0.cond_true_0").
+  std::function<void(const ir::Graph&, const std::string&)> print_graph = [&](const ir::Graph& g,
+                                                                               const std::string& path) {
     std::vector<std::vector<std::string>> rows = {{"opcode", "name", "target", "args", "kwargs", "meta"}};
     std::vector<std::string> on_meta;  // targets the op registry has no entry for
     int calls = 0;
@@ -140,7 +144,7 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
                       absl::StrCat("(", absl::StrJoin(args, ", "), args.size() == 1 ? ",)" : ")"),
                       absl::StrCat("{", absl::StrJoin(kwargs, ", "), "}"), MetaText(n.meta())});
     }
-    absl::StrAppend(&out, "GRAPH ", g.name(), " (", g.nodes_size(), " nodes)\n\n", Table(rows), "\n");
+    absl::StrAppend(&out, "GRAPH ", path, " (", g.nodes_size(), " nodes)\n\n", Table(rows), "\n");
     if (!on_meta.empty()) {
       int inferred = 0;
       for (const ir::Node& n : g.nodes()) inferred += n.inferred_on_meta();
@@ -148,7 +152,9 @@ std::string FormatReport(const ir::Capture& c, const std::string& original_listi
                       " call nodes inferred by torch's meta kernels (no op-registry entry): ",
                       absl::StrJoin(on_meta, ", "), "\n\n");
     }
-  }
+    for (const ir::Graph& sub : g.subgraphs()) print_graph(sub, absl::StrCat(path, ".", sub.name()));
+  };
+  for (const ir::Graph& g : c.graphs()) print_graph(g, g.name());
   absl::StrAppend(&out, "GUARDS (", c.guards_size(), ")\n\n");
   std::vector<std::vector<std::string>> guard_rows = {{"kind", "source", "expected"}};
   for (const ir::Guard& g : c.guards()) {

@@ -112,11 +112,20 @@ absl::Status CheckValueMeta(const ir::ValueMeta& meta) {
         return absl::InvalidArgumentError("scalar metadata has no type");
       }
       return absl::OkStatus();
+    case ir::ValueMeta::kGraph:  // resolved against the graph's subgraphs by CheckGraph
+      if (meta.graph().empty()) return absl::InvalidArgumentError("subgraph metadata has no name");
+      return absl::OkStatus();
     case ir::ValueMeta::KIND_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError("missing metadata");
 }
+
+// How deep subgraphs may nest (torch.cond inside a branch of one): far
+// beyond what programs write, and a bound on the checker's recursion.
+constexpr int kMaxSubgraphDepth = 32;
+
+absl::Status CheckGraphAt(const ir::Graph& graph, int depth);
 
 }  // namespace
 
@@ -137,9 +146,21 @@ absl::Status CheckTensorMeta(const ir::TensorMeta& meta) {
   return absl::OkStatus();
 }
 
-absl::Status CheckGraph(const ir::Graph& graph) {
+absl::Status CheckGraph(const ir::Graph& graph) { return CheckGraphAt(graph, 0); }
+
+namespace {
+
+absl::Status CheckGraphAt(const ir::Graph& graph, int depth) {
   const std::string g = absl::StrCat("graph '", graph.name(), "'");
   if (graph.name().empty()) return Invalid("graph", "has no name");
+  if (depth > kMaxSubgraphDepth) return Invalid(g, absl::StrCat("subgraphs nest deeper than ", kMaxSubgraphDepth));
+  NameSet subgraphs;
+  for (const ir::Graph& sub : graph.subgraphs()) {
+    if (!subgraphs.insert(sub.name()).second) {
+      return Invalid(absl::StrCat(g, ", subgraph '", sub.name(), "'"), "name is not unique");
+    }
+    if (absl::Status s = CheckGraphAt(sub, depth + 1); !s.ok()) return s;
+  }
   NameSet defined;
   NameSet placeholders;
   int outputs = 0;
@@ -168,6 +189,11 @@ absl::Status CheckGraph(const ir::Graph& graph) {
     } else if (absl::Status s = CheckValueMeta(node.meta()); !s.ok()) {
       return Invalid(where, s.message());
     }
+    if (node.meta().has_graph() &&
+        (node.kind() != ir::Node::GET_ATTR || node.target() != node.meta().graph() ||
+         !subgraphs.contains(node.target()))) {
+      return Invalid(where, "subgraph metadata on a node that is not the GET_ATTR of one of the graph's subgraphs");
+    }
     if (node.kind() == ir::Node::PLACEHOLDER) placeholders.insert(node.name());
     defined.insert(node.name());
   }
@@ -183,6 +209,8 @@ absl::Status CheckGraph(const ir::Graph& graph) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::Status CheckCapture(const ir::Capture& capture) {
   if (capture.ir_version() == ir::IR_VERSION_UNSPECIFIED) {

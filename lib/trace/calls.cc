@@ -461,7 +461,7 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     // between calls, so it is a graph input read from its source on every
     // call (a get_attr would freeze this call's tensor).
     std::string name = AttributeTarget(*source);
-    std::string node = graph_.AddPlaceholder(name.substr(name[0] == '_' ? 1 : 0), *meta);
+    std::string node = InputGraph().AddPlaceholder(name.substr(name[0] == '_' ? 1 : 0), *meta);
     guards_.TensorMatch(source, *meta);
     placeholder_sources_.push_back(source);
     attribute_nodes_[tensor.get()] = node;
@@ -476,7 +476,7 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
        ++suffix) {
     target = absl::StrCat(AttributeTarget(*source), "_", suffix);
   }
-  std::string node = graph_.AddGetAttr(target, *meta);
+  std::string node = InputGraph().AddGetAttr(target, *meta);
   attribute_nodes_[tensor.get()] = node;
   attributes_.push_back({target, source->ToString(), tensor});
   return typed(Var::Tensor(node, *meta, source));
@@ -1022,6 +1022,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       args.empty() && IsCompilingQuery(fn->object.get())) {
     return Var::Constant(python::FromBool(true));
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = CallHigherOrder(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallByPolicy(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallAutogradFunction(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallFunctools(fn, args, kwargs)) return *std::move(r);

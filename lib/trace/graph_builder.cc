@@ -91,6 +91,25 @@ std::string GraphBuilder::AddCall(ir::Node::Kind kind, absl::string_view target,
   return node->name();
 }
 
+GraphBuilder GraphBuilder::Child(std::string name) const {
+  GraphBuilder child(std::move(name));
+  child.counters_ = counters_;
+  child.taken_ = taken_;
+  return child;
+}
+
+std::string GraphBuilder::AddSubgraph(absl::string_view base, ir::Graph g) {
+  std::string name = UniqueName(BaseName(base, true));
+  g.set_name(name);
+  *graph_.add_subgraphs() = std::move(g);
+  ir::Node* node = graph_.add_nodes();
+  node->set_name(name);
+  node->set_kind(ir::Node::GET_ATTR);
+  node->set_target(name);
+  node->mutable_meta()->set_graph(name);
+  return name;
+}
+
 void GraphBuilder::SetOutputs(std::vector<ir::Argument> outputs) {
   ir::Node* node = graph_.add_nodes();
   node->set_name(UniqueName("output"));

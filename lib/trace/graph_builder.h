@@ -35,6 +35,14 @@ class GraphBuilder {
                       std::vector<ir::Argument> args, std::vector<ir::KeywordArgument> kwargs,
                       ir::ValueMeta meta, const ir::SourceLocation& location);
   void SetOutputs(std::vector<ir::Argument> outputs);
+
+  // A builder for a subgraph of this graph (a torch.cond branch): empty, but
+  // never naming a node as one of this graph's, so a reference it holds to
+  // a name it did not make is one to this graph (lifted as an input).
+  GraphBuilder Child(std::string name) const;
+  // Adds `g` as a subgraph under a unique name and a GET_ATTR node that
+  // reads it (node name = target = the subgraph's name); returns the name.
+  std::string AddSubgraph(absl::string_view base, ir::Graph g);
   // Flags the last node added (ir::Node.inferred_on_meta): its metadata came
   // from torch's meta kernels, not the op registry.
   void MarkLastInferredOnMeta() {

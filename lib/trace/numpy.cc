@@ -208,7 +208,7 @@ absl::StatusOr<VarPtr> Translator::WrapNdarray(const Object& array, SourcePtr so
   std::string placeholder;
   for (char c : label) placeholder += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   while (!placeholder.empty() && placeholder[0] == '_') placeholder.erase(0, 1);
-  std::string node = graph_.AddPlaceholder(placeholder.empty() ? "array" : placeholder, meta);
+  std::string node = InputGraph().AddPlaceholder(placeholder.empty() ? "array" : placeholder, meta);
   placeholder_sources_.push_back(source);
   array_placeholders_.insert(placeholder_sources_.size() - 1);
   attribute_nodes_[a] = node;

@@ -416,6 +416,13 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> ConstructUserObject(const VarPtr& cls, std::vector<VarPtr>& args,
                                                             Kwargs& kwargs);
   // tuple.__new__(cls, iterable), as a named tuple's __new__ calls it.
+  // torch.cond (torch.ops.higher_order.cond) in the trace: a constant
+  // predicate runs its branch inline; a tensor one makes both branches
+  // subgraphs of one cond node (higher_order.cc).
+  std::optional<absl::StatusOr<VarPtr>> CallHigherOrder(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                        const Kwargs& kwargs);
+  struct Branch;
+  absl::StatusOr<Branch> TraceBranch(const VarPtr& fn, const std::vector<VarPtr>& operands);
   std::optional<absl::StatusOr<VarPtr>> CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                      const Kwargs& kwargs);
   // object.__getattribute__ as a value: super().__getattribute__ inside a
@@ -712,6 +719,12 @@ class Translator {
 
   const ops::Registry& registry_;
   GraphBuilder graph_{"graph_0"};
+  // While a torch.cond branch is traced into a subgraph (higher_order.cc),
+  // graph_ is that subgraph and this the top graph: inputs and attributes
+  // read for the first time inside a branch are the top graph's (their
+  // nodes are cached by tensor), and the branch takes them as inputs.
+  GraphBuilder* inputs_graph_ = nullptr;
+  GraphBuilder& InputGraph() { return inputs_graph_ != nullptr ? *inputs_graph_ : graph_; }
   GuardSet guards_;
   std::vector<GraphAttribute> attributes_;
   absl::flat_hash_map<PyObject*, std::string> attribute_nodes_;  // real tensor -> get_attr node

@@ -390,6 +390,32 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
     pb_graph = capture.graphs[graph_index]
     trust.qualname(capture.function_name, "function name")
     values = _attribute_values(capture, pb_graph, root, base_dir, attributes)
+    class_name = trust.class_name(capture.function_name)
+    try:
+        return _graph_module(pb_graph, values, callables, class_name, lint, 0)
+    except CaptureError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- whatever FX raises, the capture is at fault
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CaptureError(f"graph {graph_index}: not a graph FX can build ({reason})") from None
+
+
+# How deep subgraphs may nest (torch.cond in a branch of one); the checker's bound.
+MAX_SUBGRAPH_DEPTH = 32
+
+
+def _graph_module(pb_graph, values, callables, class_name, lint, depth):
+    """pb_graph as a GraphModule whose root holds `values` and, under their
+    names, its subgraphs' GraphModules (torch.cond's branches), built first."""
+    if depth > MAX_SUBGRAPH_DEPTH:
+        raise CaptureError(f"graph {trust.label(pb_graph.name)}: subgraphs nest deeper than {MAX_SUBGRAPH_DEPTH}")
+    subgraphs = {}
+    for sub in pb_graph.subgraphs:
+        what = f"subgraph {trust.label(sub.name)}"
+        trust.identifier(sub.name, what)
+        if sub.name in subgraphs or sub.name in values:
+            raise CaptureError(f"{what}: a second attribute of that name")
+        subgraphs[sub.name] = _graph_module(sub, values, callables, class_name, lint, depth + 1)
 
     graph = torch.fx.Graph()
     env = {}
@@ -408,6 +434,11 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
             kwargs[k.name] = _argument(k.value, env, f"{what}: keyword {k.name}")
         if node.kind == ir.Node.PLACEHOLDER:
             fx_node = graph.placeholder(node.name)
+        elif node.kind == ir.Node.GET_ATTR and node.meta.WhichOneof("kind") == "graph":
+            if node.target not in subgraphs or node.meta.graph != node.target:
+                raise CaptureError(f"{what}: get_attr target {trust.show(node.target)} is none of the graph's "
+                                   "subgraphs")
+            fx_node = graph.get_attr(node.target)
         elif node.kind == ir.Node.GET_ATTR:
             # FX would print a missing path as code that fails only when called.
             if node.target not in values:
@@ -451,15 +482,11 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
         if kind == "tensor":
             fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what, symbolic=True)
         env[node.name] = fx_node
-    try:
-        if lint:
-            graph.lint()
-        # FX generates the forward's source here; a node it cannot print (an
-        # operator given the wrong number of arguments) fails here too.
-        return torch.fx.GraphModule(values, graph, class_name=trust.class_name(capture.function_name))
-    except Exception as e:  # noqa: BLE001 -- whatever FX raises, the capture is at fault
-        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise CaptureError(f"graph {graph_index}: not a graph FX can build ({reason})") from None
+    if lint:
+        graph.lint()
+    # FX generates the forward's source here; a node it cannot print (an
+    # operator given the wrong number of arguments) fails here too.
+    return torch.fx.GraphModule(dict(values, **subgraphs) if subgraphs else values, graph, class_name=class_name)
 
 
 def load(path, root=None, graph_index=0):

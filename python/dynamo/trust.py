@@ -45,6 +45,8 @@ _DEVICE_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 # Targets the graph builder writes itself, outside the op registry
 # (lib/trace: the grad-mode switch around a no_grad region).
 _GRAPH_BUILDER_TARGETS = ("torch._C._set_grad_enabled",
+                          # torch.cond's node (lib/trace/higher_order.cc)
+                          "torch.ops.higher_order.cond",
                           # numbers read from tensors (lib/trace/scalars.cc)
                           "Tensor.item", "Tensor.tolist", "torch.sym_int", "torch.sym_float")
 # The modules canonical names start from; "Tensor.*" names are methods.

@@ -209,6 +209,25 @@ TEST_CASE("registry results become node metadata the checker accepts", "[ir]") {
 }
 
 // Each case breaks one thing and names what the message must mention.
+TEST_CASE("a graph's subgraphs are checked and read by GET_ATTR nodes", "[ir]") {
+  // torch.cond's branches: a subgraph and the GET_ATTR node that reads it.
+  ir::Capture c = MakeCapture();
+  ir::Graph branch = c.graphs(0);
+  branch.set_name("cond_true");
+  *c.mutable_graphs(0)->add_subgraphs() = branch;
+  ir::Graph* g = c.mutable_graphs(0);
+  g->mutable_nodes()->Add();
+  for (int i = g->nodes_size() - 1; i > 1; --i) g->mutable_nodes()->SwapElements(i, i - 1);  // after the placeholder
+  Node& read = *g->mutable_nodes(1);
+  read.set_name("cond_true");
+  read.set_kind(Node::GET_ATTR);
+  read.set_target("cond_true");
+  read.mutable_meta()->set_graph("cond_true");
+  DYNAMO_REQUIRE_OK(graph::CheckCapture(c));
+  read.mutable_meta()->set_graph("cond_false");  // metadata and target disagree
+  CHECK_FALSE(graph::CheckCapture(c).ok());
+}
+
 TEST_CASE("the checker rejects broken captures with a message naming the culprit", "[ir]") {
   struct Broken {
     const char* what;
@@ -286,6 +305,47 @@ TEST_CASE("the checker rejects broken captures with a message naming the culprit
       {"scalar metadata without a type",
        [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(1)->mutable_meta()->mutable_scalar(); },
        "node 'sin': scalar metadata has no type"},
+      {"subgraph metadata on a call",
+       [](ir::Capture& c) { c.mutable_graphs(0)->mutable_nodes(1)->mutable_meta()->set_graph("sin"); },
+       "node 'sin': subgraph metadata on a node that is not the GET_ATTR of one of the graph's subgraphs"},
+      {"a GET_ATTR of a subgraph the graph lacks",
+       [](ir::Capture& c) {
+         Node* n = c.mutable_graphs(0)->mutable_nodes(1);
+         n->set_kind(Node::GET_ATTR);
+         n->set_target("sin");
+         n->clear_args();
+         n->mutable_meta()->set_graph("sin");
+       },
+       "node 'sin': subgraph metadata on a node that is not the GET_ATTR of one of the graph's subgraphs"},
+      {"two subgraphs of one name",
+       [](ir::Capture& c) {
+         ir::Graph sub = c.graphs(0);
+         sub.set_name("branch");
+         *c.mutable_graphs(0)->add_subgraphs() = sub;
+         *c.mutable_graphs(0)->add_subgraphs() = sub;
+       },
+       "graph 'graph_0', subgraph 'branch': name is not unique"},
+      {"a broken subgraph",
+       [](ir::Capture& c) {
+         ir::Graph sub = c.graphs(0);
+         sub.set_name("branch");
+         sub.mutable_nodes(4)->mutable_args(0)->set_node("nope");
+         *c.mutable_graphs(0)->add_subgraphs() = sub;
+       },
+       "graph 'branch', node 'mul', argument 0: refers to unknown node 'nope'"},
+      {"subgraphs nested past the bound",
+       [](ir::Capture& c) {
+         ir::Graph leaf = c.graphs(0);
+         for (int depth = 0; depth < 40; ++depth) {
+           ir::Graph parent = c.graphs(0);
+           parent.set_name(absl::StrCat("level_", depth));
+           leaf.set_name(absl::StrCat("inner_", depth));
+           *parent.add_subgraphs() = std::move(leaf);
+           leaf = std::move(parent);
+         }
+         *c.mutable_graphs(0)->add_subgraphs() = std::move(leaf);
+       },
+       "subgraphs nest deeper than 32"},
   };
   for (const Broken& b : cases) {
     INFO(b.what);

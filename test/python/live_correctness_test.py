@@ -1280,6 +1280,52 @@ def containers_built_across_a_break():
 
 
 @minimal
+def torch_cond_branches():
+    """torch.cond with a tensor predicate is one graph: both branches are
+    subgraphs of a torch.ops.higher_order.cond node, taking the operands and
+    whatever tensors of the graph they read (a closure, a parameter); a
+    constant predicate runs its branch inline; nested conds nest subgraphs.
+    What torch refuses (aliasing an input, branches of different shapes)
+    breaks, and Python's torch.cond raises as it does eagerly."""
+    w = torch.randn(3)
+
+    class Nested(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            def inner(z):
+                return torch.cond(z[0] > 0, lambda a: self.lin(a), lambda a: a.relu() + 1, (z,))
+            return torch.cond(x.sum() > 1, inner, lambda a: a * 3, (x,))
+
+    def two_outputs(x, y):
+        return torch.cond(x.sum() > 0, lambda a: (a * w + y, a + 1), lambda a: (a - y, a * 2), [x])
+
+    torch.manual_seed(0)
+    nested = Nested()
+    pos, neg, mixed = torch.tensor([2.0, 1.0, 0.5]), torch.tensor([-2.0, 1.0, -3.0]), torch.tensor([0.1, 0.2, 0.3])
+    ok = check("torch.cond, two outputs and a closure", two_outputs, [(pos, mixed), (neg, mixed)],
+               expect_graphs=1, fullgraph=True)
+    ok &= check("torch.cond nested, a module's parameters", lambda x: nested(x).detach(),
+                [(pos,), (neg,), (mixed,), (-mixed,)], expect_graphs=1, fullgraph=True)
+    ok &= check("torch.cond, a constant predicate", lambda x, p: torch.cond(p, torch.sin, torch.cos, (x,)),
+                [(pos, True), (pos, False)], expect_graphs=2, fullgraph=True)
+    ok &= check("torch.cond returning its input", lambda x: torch.cond(x.sum() > 0, lambda a: a, torch.cos, (x,)),
+                [(pos,)])
+    ok &= check("torch.cond, branches of different shapes",
+                lambda x: torch.cond(x.sum() > 0, lambda a: a.sum(), torch.cos, (x,)), [(pos,)])
+    # Gradients flow through the node as through eager torch.cond.
+    x1, x2 = mixed.clone().requires_grad_(), mixed.clone().requires_grad_()
+    dynamo.optimize(Counter(), nopython=True)(nested)(x1).sum().backward()
+    nested(x2).sum().backward()
+    if not same(x1.grad, x2.grad):
+        FAILURES.append(f"torch.cond gradients: {x1.grad} vs {x2.grad}")
+        ok = False
+    return ok
+
+
+@minimal
 def lazy_module():
     def f(x):
         torch.manual_seed(0)
