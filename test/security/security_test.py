@@ -433,6 +433,38 @@ class CaptureIsData(unittest.TestCase):
         with self.assertRaises(CaptureError):
             loader.to_graph_module(c)
 
+    def test_subgraphs_are_read_only_by_their_own_name(self):
+        # torch.cond's branches: a get_attr with subgraph metadata reads a
+        # subgraph of its graph, never an attribute path or a module of the
+        # file's choosing; nesting is bounded.
+        c = base_capture()
+        g = c.graphs[0]
+        sub = g.subgraphs.add()
+        sub.CopyFrom(base_capture().graphs[0])
+        sub.name = "branch"
+        for target in ("layer.weight", "__class__", "nowhere"):
+            c2 = ir.Capture()
+            c2.CopyFrom(c)
+            w = node(c2, "w")
+            w.ClearField("meta")
+            w.meta.graph = target
+            w.target = target
+            errors = self.load_and_call(c2)
+            self.assertTrue(all(e for e in errors), (target, errors))
+        deep = ir.Graph()
+        deep.CopyFrom(base_capture().graphs[0])
+        for depth in range(40):
+            parent = ir.Graph()
+            parent.CopyFrom(base_capture().graphs[0])
+            parent.name = f"level_{depth}"
+            deep.name = f"inner_{depth}"
+            parent.subgraphs.add().CopyFrom(deep)
+            deep = parent
+        c3 = base_capture()
+        c3.graphs[0].subgraphs.add().CopyFrom(deep)
+        errors = self.load_and_call(c3)
+        self.assertTrue(all(e and "deeper than 32" in e for e in errors), errors)
+
     def test_deeply_nested_capture(self):
         c = base_capture()
         arg = node(c, "add").kwargs.add()
