@@ -648,6 +648,7 @@ class Emitter {
         // torch.set_grad_enabled(mode)'s object restores the mode from before
         // it was made, which no_grad() / enable_grad() would not.
         if (v->grad_restore) return Unrebuildable("a torch.set_grad_enabled object");
+        if (v->value) return Unrebuildable("a function decorated with torch.no_grad() or enable_grad() in the trace");
         BeginCall();
         ImportPath({"torch"}, {v->grad_enabled ? "enable_grad" : "no_grad"});
         CalleeLoaded();

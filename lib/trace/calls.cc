@@ -1017,10 +1017,56 @@ bool IsTorchGraphBreak(PyObject* fn) {
 
 }  // namespace
 
+std::optional<absl::StatusOr<VarPtr>> Translator::CallDescriptorGet(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                                     const Kwargs& kwargs) {
+  // Tensor.shape.__get__(x): a C type's getset or member descriptor's
+  // __get__ on an object is reading that attribute of it, where the
+  // object's class resolves the name to this very descriptor.
+  PyObject* o = fn->object.get();
+  if (o == nullptr || !kwargs.empty() || args.empty() || args.size() > 2 ||
+      std::string(Py_TYPE(o)->tp_name) != "method-wrapper") {
+    return std::nullopt;
+  }
+  Object name = Attr(o, "__name__");
+  Object descriptor = Attr(o, "__self__");
+  if (!name || !descriptor || python::AsString(name).value_or("") != "__get__" ||
+      (Py_TYPE(descriptor.get()) != &PyGetSetDescr_Type && Py_TYPE(descriptor.get()) != &PyMemberDescr_Type)) {
+    python::ClearError();
+    return std::nullopt;
+  }
+  Object cls = ClassOf(args[0]);
+  Object attr = Attr(descriptor.get(), "__name__");
+  absl::StatusOr<std::string> attr_name = attr ? python::AsString(attr) : absl::StatusOr<std::string>("");
+  python::ClearError();
+  if (!cls || !PyType_Check(cls.get()) || !attr_name.ok() || attr_name->empty() || args[0]->is_none() ||
+      _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls.get()), attr.get()) != descriptor.get()) {
+    return std::nullopt;
+  }
+  return GetAttr(args[0], *attr_name);
+}
+
 absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
   if ((fn->kind == VarKind::kFunction || fn->kind == VarKind::kOpaque) && fn->object && !fn->self &&
       args.empty() && IsCompilingQuery(fn->object.get())) {
     return Var::Constant(python::FromBool(true));
+  }
+  if (fn->kind == VarKind::kGradMode && !fn->grad_restore) {
+    // @torch.no_grad() (or enable_grad()) applied in the trace: the
+    // decorated function runs under that mode, restored after it returns.
+    if (fn->value) {
+      const bool previous = grad_enabled_;
+      if (absl::Status s = SetGradMode(fn->grad_enabled); !s.ok()) return s;
+      absl::StatusOr<VarPtr> r = Call(fn->value, std::move(args), std::move(kwargs));
+      if (!r.ok()) return r;
+      if (absl::Status s = SetGradMode(previous); !s.ok()) return s;
+      return r;
+    }
+    if (args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kFunction) {
+      VarPtr decorated = Var::OfKind(VarKind::kGradMode, Object());
+      decorated->grad_enabled = fn->grad_enabled;
+      decorated->value = args[0];
+      return decorated;
+    }
   }
   if (std::optional<absl::StatusOr<VarPtr>> r = CallHigherOrder(fn, args, kwargs)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = CallByPolicy(fn, args, kwargs)) return *std::move(r);
@@ -1113,6 +1159,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     }
     case VarKind::kOpaque: {
       if (std::optional<absl::StatusOr<VarPtr>> r = CallTupleNew(fn, args, kwargs)) return *std::move(r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallDescriptorGet(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = CallCustomOperator(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = CallObjectGetattribute(fn, args, kwargs)) {
         return *std::move(r);

@@ -939,6 +939,10 @@ absl::Status Translator::OpReturnValue(Frame& f, const Instruction&, std::option
 absl::Status Translator::OpBeforeWith(Frame& f, const Instruction&, std::optional<VarPtr>&) {
   POP_OR_RETURN(manager);
   if (manager->kind != VarKind::kGradMode) return EnterUserContext(f, manager);
+  if (manager->value) {  // a function decorated with no_grad(): no context manager
+    return Break(ir::GraphBreak::OTHER, "a with block over a function decorated with a grad mode",
+                 "the function has no __enter__: the block would raise");
+  }
   const bool restore = manager->grad_restore.value_or(grad_enabled_);
   grad_stack_.push_back(restore);
   VarPtr exit = Var::Method(manager, "__exit__");

@@ -423,6 +423,8 @@ class Translator {
                                                         const Kwargs& kwargs);
   struct Branch;
   absl::StatusOr<Branch> TraceBranch(const VarPtr& fn, const std::vector<VarPtr>& operands);
+  std::optional<absl::StatusOr<VarPtr>> CallDescriptorGet(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                          const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                      const Kwargs& kwargs);
   // object.__getattribute__ as a value: super().__getattribute__ inside a

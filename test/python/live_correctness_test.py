@@ -1326,6 +1326,29 @@ def torch_cond_branches():
 
 
 @minimal
+def descriptor_get_and_grad_mode_decorators():
+    """Tensor.shape.__get__(x) reads x.shape; @torch.no_grad() /
+    @torch.enable_grad() applied in the trace run the function under that
+    mode and restore the caller's."""
+    def decorated(x):
+        @torch.no_grad()
+        def quiet(y):
+            return (y + 1) * 2
+
+        @torch.enable_grad()
+        def loud(y):
+            return y * 3
+        return quiet(x), loud(x), torch.is_grad_enabled(), quiet(x).requires_grad
+
+    g = torch.ones(2, requires_grad=True)
+    ok = check("descriptor __get__", lambda x: (torch.Tensor.shape.__get__(x), torch.Tensor.ndim.__get__(x)),
+               [(X,)], expect_graphs=None, fullgraph=True)
+    ok &= check("grad-mode decorators", lambda x: [t.detach() if isinstance(t, torch.Tensor) else t
+                                                   for t in decorated(x)], [(g,)], expect_graphs=1, fullgraph=True)
+    return ok
+
+
+@minimal
 def lazy_module():
     def f(x):
         torch.manual_seed(0)
