@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 src=${1:?DIR: a folder holding torch_dynamo_tests/test_*.py}
 mode=${2:-both}
 shift $(( $# >= 2 ? 2 : 1 ))
-shared=${DYNAMO_SHARED:-../shared}/peer-tests
+shared=$(cd "${DYNAMO_SHARED:-../shared}/peer-tests" && pwd)
 venv=${DYNAMO_VENV:-$HOME/.cache/libdynamo/venv-3.11}
 WORK=${PEER_WORK:-$PWD/build/peer-extra}
 export PEER_TESTS=$WORK/tests PEER_TEST_TIMEOUT=${PEER_TEST_TIMEOUT:-45}

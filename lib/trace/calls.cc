@@ -1050,6 +1050,17 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       args.empty() && IsCompilingQuery(fn->object.get())) {
     return Var::Constant(python::FromBool(true));
   }
+  if (fn->kind == VarKind::kGradMode && fn->grad_restore && !fn->value && args.size() == 1 && kwargs.empty() &&
+      args[0]->kind == VarKind::kFunction) {
+    // @torch.set_grad_enabled(mode): making it set the mode, decorating
+    // puts the one before back (as torch's __call__ does); the function
+    // runs under `mode`.
+    if (absl::Status s = SetGradMode(*fn->grad_restore); !s.ok()) return s;
+    VarPtr decorated = Var::OfKind(VarKind::kGradMode, Object());
+    decorated->grad_enabled = fn->grad_enabled;
+    decorated->value = args[0];
+    return decorated;
+  }
   if (fn->kind == VarKind::kGradMode && !fn->grad_restore) {
     // @torch.no_grad() (or enable_grad()) applied in the trace: the
     // decorated function runs under that mode, restored after it returns.
@@ -1125,6 +1136,8 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       if (cls == no_grad.get() || cls == enable_grad.get()) {
         VarPtr ctx = Var::OfKind(VarKind::kGradMode, Object());
         ctx->grad_enabled = cls == enable_grad.get();
+        // torch.no_grad(f) is torch.no_grad()(f): f decorated.
+        if (args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kFunction) ctx->value = args[0];
         return ctx;
       }
       // torch.set_grad_enabled(mode): sets the mode now (as a call), and as

@@ -1338,7 +1338,18 @@ def descriptor_get_and_grad_mode_decorators():
         @torch.enable_grad()
         def loud(y):
             return y * 3
-        return quiet(x), loud(x), torch.is_grad_enabled(), quiet(x).requires_grad
+
+        def plain(y):
+            return y.sin()
+
+        bare = torch.no_grad(plain)  # the class called on the function
+        with torch.no_grad():
+            @torch.set_grad_enabled(True)  # sets the mode, and decorating puts it back
+            def forced(y):
+                return y * 4
+            inside = torch.is_grad_enabled()
+        return (quiet(x), loud(x), torch.is_grad_enabled(), quiet(x).requires_grad, bare(x).requires_grad,
+                forced(x).requires_grad, inside)
 
     g = torch.ones(2, requires_grad=True)
     ok = check("descriptor __get__", lambda x: (torch.Tensor.shape.__get__(x), torch.Tensor.ndim.__get__(x)),
