@@ -1017,6 +1017,36 @@ bool IsTorchGraphBreak(PyObject* fn) {
 
 }  // namespace
 
+std::optional<VarPtr> Translator::GradModeExitInput(const Object& obj, const SourcePtr& source) {
+  PyObject* o = obj.get();
+  if (!PyMethod_Check(o)) return std::nullopt;
+  PyObject* self = PyMethod_Self(o);  // borrowed
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(self));
+  std::optional<bool> mode;
+  if (cls == TorchAttr("no_grad").get()) mode = false;
+  if (cls == TorchAttr("enable_grad").get()) mode = true;
+  const bool set_grad = cls == TorchAttr("set_grad_enabled").get();
+  Object exit = Attr(cls, "__exit__");
+  Object prev = Attr(self, "prev");
+  Object set_mode = set_grad ? Attr(self, "mode") : Object();
+  python::ClearError();
+  if (set_grad && set_mode && PyBool_Check(set_mode.get())) mode = set_mode.get() == Py_True;
+  if (!mode || !exit || PyMethod_Function(o) != exit.get() || !prev || !PyBool_Check(prev.get())) {
+    return std::nullopt;
+  }
+  SourcePtr self_source = Source::Attr(source, "__self__");
+  guards_.TypeMatch(self_source, Object::Borrow(self));
+  guards_.IdMatch(Source::Attr(source, "__func__"), exit);
+  guards_.EqualsMatch(Source::Attr(self_source, "prev"), prev);
+  if (set_grad) guards_.EqualsMatch(Source::Attr(self_source, "mode"), set_mode);
+  VarPtr ctx = Var::OfKind(VarKind::kGradMode, Object());
+  ctx->grad_enabled = *mode;
+  VarPtr method = Var::Method(ctx, "__exit__");
+  method->grad_enabled = prev.get() == Py_True;  // the mode __exit__ restores
+  grad_stack_.push_back(method->grad_enabled);
+  return method;
+}
+
 std::optional<absl::StatusOr<VarPtr>> Translator::CallDescriptorGet(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                                      const Kwargs& kwargs) {
   // Tensor.shape.__get__(x): a C type's getset or member descriptor's
@@ -2492,6 +2522,13 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
         }
       }
       return t;
+    }
+    if (in.kind == TraceInput::Kind::kObject && absl::StartsWith(label, "L['___stack")) {
+      // A resume function continuing inside `with torch.no_grad():` (or
+      // enable_grad / set_grad_enabled) gets the block's __exit__ on its
+      // stack: the same tracker the block's BEFORE_WITH makes, so a break
+      // further in the block resumes inside it again.
+      if (std::optional<VarPtr> exit = GradModeExitInput(in.object, source)) return *exit;
     }
     if (in.kind == TraceInput::Kind::kObject) {
       absl::StatusOr<VarPtr> v = Wrap(in.object, source);

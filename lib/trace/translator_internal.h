@@ -423,6 +423,9 @@ class Translator {
                                                         const Kwargs& kwargs);
   struct Branch;
   absl::StatusOr<Branch> TraceBranch(const VarPtr& fn, const std::vector<VarPtr>& operands);
+  // The __exit__ of a grad-mode with block a resume function is handed,
+  // as the block's tracker (its mode guarded); nothing for anything else.
+  std::optional<VarPtr> GradModeExitInput(const python::Object& obj, const SourcePtr& source);
   std::optional<absl::StatusOr<VarPtr>> CallDescriptorGet(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                           const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> CallTupleNew(const VarPtr& fn, const std::vector<VarPtr>& args,

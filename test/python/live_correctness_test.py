@@ -1360,6 +1360,39 @@ def descriptor_get_and_grad_mode_decorators():
 
 
 @minimal
+def breaks_deep_inside_grad_mode_blocks():
+    """A resume function continuing inside `with torch.no_grad():` (or
+    enable_grad / set_grad_enabled) is handed the block's __exit__; a second
+    break in the block resumes inside it again (was: the rest of the block
+    ran in Python), under the block's mode, which ends with the block."""
+    def fn(a, b):
+        x = a + b
+        with torch.no_grad():
+            x = x + 1
+            x.sum().tolist()
+            y = x + 2
+            y.sum().tolist()
+            y = y + 3
+            with torch.enable_grad():
+                z = a * 2
+                z.sum().tolist()
+                z = z * 3
+            inner = torch.is_grad_enabled()
+        with torch.set_grad_enabled(False):
+            w = a + 1
+            w.sum().tolist()
+            w = w * 2
+        return (x.detach(), y.detach(), z.detach(), w.detach(), x.requires_grad, y.requires_grad, z.requires_grad,
+                w.requires_grad, inner, torch.is_grad_enabled())
+
+    a = torch.ones(3, requires_grad=True)
+    ok = check("breaks deep inside grad-mode blocks", fn, [(a, torch.ones(3)), (a, torch.ones(3))],
+               expect_graphs=5)  # one graph between each two breaks, captured once
+    ok &= check("breaks deep inside grad-mode blocks, grad elsewhere", fn, [(torch.ones(3), a)])
+    return ok
+
+
+@minimal
 def lazy_module():
     def f(x):
         torch.manual_seed(0)
