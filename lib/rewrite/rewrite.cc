@@ -1346,7 +1346,19 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   if (!run_one) {
     if (absl::Status s = resume_call(st.index, 0); !s.ok()) return s;
   } else {
-    if (absl::Status s = resume_call(st.index + 1, n_out); !s.ok()) return s;
+    size_t next = st.index + 1;
+    int results = n_out;
+    // A result the code drops at once (a call made for its effect, as
+    // `x.tolist()` or `print(x)` on a line of its own) is dropped here: the
+    // resume function starts after the POP_TOP, so it neither takes the
+    // value nor guards it (a changing number would recapture every call).
+    if (results == 1 && stop_in.argument.kind != bytecode::ArgKind::kJump && next < code.instructions.size() &&
+        code.instructions[next].opcode == op::kPopTop) {
+      e.Emit(op::kPopTop);
+      ++next;
+      results = 0;
+    }
+    if (absl::Status s = resume_call(next, results); !s.ok()) return s;
     if (stop_in.argument.kind == bytecode::ArgKind::kJump) {
       const bytecode::Instruction* target = code.At(stop_in.argument.jump_target);
       if (target == nullptr) return absl::InternalError("jump target outside the code");
