@@ -1004,18 +1004,12 @@ bool IsCompilingQuery(PyObject* fn) {
   return false;
 }
 
-namespace {
-
-// torch._dynamo.graph_break, where torch._dynamo is loaded (never imported
-// here: a program that has not imported it cannot call it).
-bool IsTorchGraphBreak(PyObject* fn) {
-  PyObject* decorators = PyDict_GetItemString(PyImport_GetModuleDict(), "torch._dynamo.decorators");  // borrowed
-  if (decorators == nullptr) return false;
-  Object f = Attr(decorators, "graph_break");
+bool IsLoadedModuleAttr(PyObject* fn, const char* module, const char* name) {
+  PyObject* m = PyDict_GetItemString(PyImport_GetModuleDict(), module);  // borrowed
+  if (m == nullptr) return false;
+  Object f = Attr(m, name);
   return f && f.get() == fn;
 }
-
-}  // namespace
 
 std::optional<VarPtr> Translator::GradModeExitInput(const Object& obj, const SourcePtr& source) {
   PyObject* o = obj.get();
@@ -1134,7 +1128,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
                        "it runs in Python between two graphs, as under torch.compile; the random ops on "
                        "either side draw from the same stream as eager");
         }
-        if (IsTorchGraphBreak(fn->object.get())) {
+        if (IsLoadedModuleAttr(fn->object.get(), "torch._dynamo.decorators", "graph_break")) {
           return Break(ir::GraphBreak::UNSUPPORTED_CALL, "torch._dynamo.graph_break() called",
                        "the graph ends here by request, as under torch.compile");
         }

@@ -39,15 +39,6 @@ struct Translator::Branch {
 
 namespace {
 
-// torch.ops.higher_order.cond, where torch's cond module is loaded (never
-// imported here: a program that has not imported it cannot call it).
-bool IsCondOp(PyObject* fn) {
-  PyObject* m = PyDict_GetItemString(PyImport_GetModuleDict(), "torch._higher_order_ops.cond");  // borrowed
-  if (m == nullptr) return false;
-  Object op = Attr(m, "cond_op");
-  return op && op.get() == fn;
-}
-
 void CollectRefs(const ir::Argument& arg, std::vector<std::string>& out) {
   if (arg.has_node()) out.push_back(arg.node());
   for (const ir::Argument& item : arg.list().items()) CollectRefs(item, out);
@@ -179,7 +170,7 @@ absl::StatusOr<Translator::Branch> Translator::TraceBranch(const VarPtr& fn, con
 std::optional<absl::StatusOr<VarPtr>> Translator::CallHigherOrder(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                                   const Kwargs& kwargs) {
   using R = absl::StatusOr<VarPtr>;
-  if (!fn->object || fn->self || !IsCondOp(fn->object.get())) return std::nullopt;
+  if (!fn->object || fn->self || !IsLoadedModuleAttr(fn->object.get(), "torch._higher_order_ops.cond", "cond_op")) return std::nullopt;
   // cond_op(pred, true_fn, false_fn, operands)
   static constexpr const char* kNames[] = {"pred", "true_fn", "false_fn", "operands"};
   VarPtr bound[4];

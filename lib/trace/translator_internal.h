@@ -61,6 +61,10 @@ bool IsNumpyArray(PyObject* o);
 // resolved once per process and leaked on purpose, as the interpreter's own;
 // nullptr when the module lacks it.
 PyObject* StdlibObject(const char* module, const char* name);
+// Whether fn is `name` of the module `module`, where that module is loaded
+// (never imported here: a program that has not imported it cannot call it).
+// torch._dynamo.graph_break, torch.ops.higher_order.cond (calls.cc).
+bool IsLoadedModuleAttr(PyObject* fn, const char* module, const char* name);
 // The class of the iterator a kGenerator stands for (a generator, map, zip,
 // itertools.chain, ...); null where unknown (generators.cc).
 python::Object GeneratorClass(const Var& v);
