@@ -345,8 +345,19 @@ absl::StatusOr<VarPtr> Translator::UserObjectAttr(const VarPtr& obj, const std::
     for (size_t i = 0; i < obj->keys.size(); ++i) {
       if (*python::AsString(obj->keys[i]->object) == name) return obj->items[i];
     }
-    return RaiseNew(PyExc_AttributeError, absl::StrCat("'", AsType(obj->user_class->object.get())->tp_name,
-                                                       "' object has no attribute '", name, "'"));
+    // CPython's message: the class's name, from 3.13 its module and
+    // qualified name ("%T") unless the module is builtins or __main__.
+    PyObject* cls = obj->user_class->object.get();
+    std::string type_name = AsType(cls)->tp_name;
+    if (PY_VERSION_HEX >= 0x030D0000) {
+      absl::StatusOr<std::string> module = python::AsString(Attr(cls, "__module__"));
+      absl::StatusOr<std::string> qualname = python::AsString(Attr(cls, "__qualname__"));
+      python::ClearError();
+      if (module.ok() && qualname.ok()) {
+        type_name = *module == "builtins" || *module == "__main__" ? *qualname : absl::StrCat(*module, ".", *qualname);
+      }
+    }
+    return RaiseNew(PyExc_AttributeError, absl::StrCat("'", type_name, "' object has no attribute '", name, "'"));
   }
   if (d != nullptr && IsDataDescriptor(d)) {
     return ClassMember(obj, obj->user_class, name, d);  // a data descriptor wins over the instance
@@ -504,8 +515,11 @@ absl::Status Translator::StoreUserObjectAttr(const VarPtr& obj, const std::strin
   }
   PyObject* d = TypeLookup(cls, name.c_str());
   if (!SlotMember(d) && AsType(cls)->tp_dictoffset == 0 && !(d != nullptr && IsDataDescriptor(d))) {
-    return RaiseNew(PyExc_AttributeError, absl::StrCat("'", AsType(cls)->tp_name, "' object has no attribute '",
-                                                       name, "'"));
+    // CPython's message; 3.13 says why.
+    return RaiseNew(PyExc_AttributeError, absl::StrCat("'", AsType(cls)->tp_name, "' object has no attribute '", name,
+                                                       "'", PY_VERSION_HEX >= 0x030D0000
+                                                                ? " and no __dict__ for setting new attributes"
+                                                                : ""));
   }
   if (d != nullptr && IsDataDescriptor(d) && !SlotMember(d)) {
     return Break(ir::GraphBreak::SIDE_EFFECT,

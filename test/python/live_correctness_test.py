@@ -65,7 +65,7 @@ def check(name, fn, calls, expect_graphs=None, fullgraph=False):
         e = outcome(fn, *args)
         o = outcome(opt, *args)
         if e[0] != o[0] or (e[0] == "ok" and not same(e[1], o[1])) or (e[0] == "raise" and e[1] is not o[1]):
-            FAILURES.append(f"{name}: eager {e!r:.120} optimized {o!r:.120}")
+            FAILURES.append(f"{name}: eager {e!r:.400} optimized {o!r:.400}")
             return False
     if expect_graphs is not None and counter.graphs != expect_graphs:
         FAILURES.append(f"{name}: {counter.graphs} captures, expected {expect_graphs}")
