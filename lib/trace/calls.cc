@@ -1004,6 +1004,13 @@ bool IsCompilingQuery(PyObject* fn) {
   return false;
 }
 
+VarPtr GradModeDecorated(bool enabled, VarPtr fn) {
+  VarPtr v = Var::OfKind(VarKind::kGradMode, Object());
+  v->grad_enabled = enabled;
+  v->value = std::move(fn);
+  return v;
+}
+
 bool IsLoadedModuleAttr(PyObject* fn, const char* module, const char* name) {
   PyObject* m = PyDict_GetItemString(PyImport_GetModuleDict(), module);  // borrowed
   if (m == nullptr) return false;
@@ -1080,10 +1087,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
     // puts the one before back (as torch's __call__ does); the function
     // runs under `mode`.
     if (absl::Status s = SetGradMode(*fn->grad_restore); !s.ok()) return s;
-    VarPtr decorated = Var::OfKind(VarKind::kGradMode, Object());
-    decorated->grad_enabled = fn->grad_enabled;
-    decorated->value = args[0];
-    return decorated;
+    return GradModeDecorated(fn->grad_enabled, args[0]);
   }
   if (fn->kind == VarKind::kGradMode && !fn->grad_restore) {
     // @torch.no_grad() (or enable_grad()) applied in the trace: the
@@ -1097,10 +1101,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       return r;
     }
     if (args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kFunction) {
-      VarPtr decorated = Var::OfKind(VarKind::kGradMode, Object());
-      decorated->grad_enabled = fn->grad_enabled;
-      decorated->value = args[0];
-      return decorated;
+      return GradModeDecorated(fn->grad_enabled, args[0]);
     }
   }
   if (std::optional<absl::StatusOr<VarPtr>> r = CallHigherOrder(fn, args, kwargs)) return *std::move(r);
@@ -1158,11 +1159,9 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       PyObject* cls = fn->object.get();
       Object no_grad = TorchAttr("no_grad"), enable_grad = TorchAttr("enable_grad");
       if (cls == no_grad.get() || cls == enable_grad.get()) {
-        VarPtr ctx = Var::OfKind(VarKind::kGradMode, Object());
-        ctx->grad_enabled = cls == enable_grad.get();
         // torch.no_grad(f) is torch.no_grad()(f): f decorated.
-        if (args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kFunction) ctx->value = args[0];
-        return ctx;
+        VarPtr f = args.size() == 1 && kwargs.empty() && args[0]->kind == VarKind::kFunction ? args[0] : nullptr;
+        return GradModeDecorated(cls == enable_grad.get(), f);
       }
       // torch.set_grad_enabled(mode): sets the mode now (as a call), and as
       // a context manager restores the one before at its exit.

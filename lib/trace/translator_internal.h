@@ -65,6 +65,9 @@ PyObject* StdlibObject(const char* module, const char* name);
 // (never imported here: a program that has not imported it cannot call it).
 // torch._dynamo.graph_break, torch.ops.higher_order.cond (calls.cc).
 bool IsLoadedModuleAttr(PyObject* fn, const char* module, const char* name);
+// A grad-mode object (no_grad(), enable_grad()), or with `fn` the function
+// it decorates, which runs under `enabled` when called (calls.cc).
+VarPtr GradModeDecorated(bool enabled, VarPtr fn);
 // The class of the iterator a kGenerator stands for (a generator, map, zip,
 // itertools.chain, ...); null where unknown (generators.cc).
 python::Object GeneratorClass(const Var& v);
