@@ -167,7 +167,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
                                          : "nothing to capture before the break";
     return out;
   }
-  absl::StatusOr<rewrite::Rewritten> rewritten = rewrite::Rewrite(*traced, {.id = id});
+  absl::StatusOr<rewrite::Rewritten> rewritten = rewrite::Rewrite(*traced, {.id = id, .live_objects = true});
   if (!rewritten.ok()) {
     if (rewritten.status().code() != absl::StatusCode::kFailedPrecondition) return rewritten.status();
     out.skip_reason = std::string(rewritten.status().message());
@@ -191,6 +191,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
   out.code = rewritten->code;
   out.graph_name = rewritten->graph_name;
   out.resumes = std::move(rewritten->resumes);
+  out.objects = std::move(rewritten->objects);
   FindDirectCall(*traced, out);
   out.rewrite_seconds = seconds_since(rewrite_started);
   return out;

@@ -30,6 +30,8 @@ struct LiveCapture {
   python::Object code;
   std::string graph_name;  // global for the compiled graph; empty: no graph
   std::vector<rewrite::ResumeFunction> resumes;
+  // Globals `code` reads objects from (a class made during the trace).
+  std::vector<std::pair<std::string, python::Object>> objects;
   std::string skip_reason;  // why `code` is empty
   // Set when the rewritten code would only call the graph on arguments and
   // return some of its outputs (no break, no side effects): the frame

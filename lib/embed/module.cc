@@ -266,6 +266,8 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
   for (const auto& [target, tensor] : c->attributes) {
     if (PyDict_SetItemString(attributes.get(), target.c_str(), tensor.get()) != 0) return nullptr;
   }
+  std::vector<Object> objects;
+  for (const auto& [name, object] : c->objects) objects.push_back(python::MakeTuple({Text(name), object}));
   std::vector<Object> resumes;
   for (const rewrite::ResumeFunction& r : c->resumes) {
     resumes.push_back(python::MakeTuple({Text(r.global_name), r.code, python::FromBool(r.capture),
@@ -274,7 +276,7 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
   if (!set("capture", Object::Steal(PyBytes_FromStringAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size())))) ||
       !set("code", c->code ? c->code : python::None()) || !set("graph_name", Text(c->graph_name)) ||
       !set("attributes", attributes) || !set("resumes", python::MakeList(resumes)) ||
-      !set("skip_reason", Text(c->skip_reason))) {
+      !set("skip_reason", Text(c->skip_reason)) || !set("objects", python::MakeList(objects))) {
     return nullptr;
   }
   Object direct = python::None();

@@ -306,9 +306,34 @@ class Emitter {
     return Unrebuildable(s->ToString());
   }
 
+  // Objects no import path names are read from globals named
+  // "<prefix>_obj_<k>", collected in `out` (live captures only).
+  void AllowLiveObjects(std::string prefix, std::vector<std::pair<std::string, Object>>* out) {
+    live_prefix_ = std::move(prefix);
+    live_objects_ = out;
+  }
+
   // A real object with no source: through its import path, checked to name
-  // the very object (functions, classes, modules, dtypes).
+  // the very object (functions, classes, modules, dtypes); else, in a live
+  // capture, from a global holding it.
   absl::Status LoadObject(const Object& obj) {
+    absl::Status by_path = LoadObjectByPath(obj);
+    if (by_path.ok() || live_objects_ == nullptr || by_path.code() != absl::StatusCode::kFailedPrecondition) {
+      return by_path;
+    }
+    std::string name;
+    for (const auto& [n, o] : *live_objects_) {
+      if (o.get() == obj.get()) name = n;
+    }
+    if (name.empty()) {
+      name = absl::StrCat(live_prefix_, "_obj_", live_objects_->size());
+      live_objects_->emplace_back(name, obj);
+    }
+    EmitName(op::kLoadGlobal, Name(name));
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadObjectByPath(const Object& obj) {
     std::string module, qualname;
     if (PyModule_Check(obj.get())) {
       const char* n = PyModule_GetName(obj.get());
@@ -601,9 +626,7 @@ class Emitter {
       }
       case VarKind::kPartial: {
         if (v->source) return LoadSource(v->source);
-        // functools.partial(func, *args); one with keywords would need a
-        // keyword call, which is not emitted here.
-        if (!v->kwdefaults->items.empty()) return Unrebuildable("a functools.partial with keywords");
+        // functools.partial(func, *args, **keywords).
         BeginCall();
         ImportPath({"functools"}, {"partial"});
         CalleeLoaded();
@@ -611,7 +634,17 @@ class Emitter {
         for (const VarPtr& item : v->defaults->items) {
           if (absl::Status s = Load(item); !s.ok()) return s;
         }
-        Call(static_cast<int>(v->defaults->items.size() + 1));
+        for (const VarPtr& value : v->kwdefaults->items) {
+          if (absl::Status s = Load(value); !s.ok()) return s;
+        }
+        const int argc = static_cast<int>(1 + v->defaults->items.size() + v->kwdefaults->items.size());
+        if (v->kwdefaults->keys.empty()) {
+          Call(argc);
+        } else {
+          std::vector<Object> names;
+          for (const VarPtr& k : v->kwdefaults->keys) names.push_back(k->object);
+          CallKw(argc, python::MakeTuple(names));
+        }
         return Remember(v);
       }
       case VarKind::kSlice:
@@ -918,6 +951,8 @@ class Emitter {
   std::vector<AsmInstruction> ins_;
   std::vector<size_t> fixups_;
   std::vector<bytecode::AsmExceptionEntry> exception_table_;
+  std::string live_prefix_;
+  std::vector<std::pair<std::string, Object>>* live_objects_ = nullptr;
   std::vector<Object> consts_;
   std::vector<std::string> names_;
   std::vector<std::string> temps_;
@@ -1035,6 +1070,7 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   Emitter e(code, layout, r, at.location);
   e.set_context(&st.locals, r.globals.get());
   Rewritten out;
+  if (options.live_objects) e.AllowLiveObjects(absl::StrCat(options.prefix, "_", options.id), &out.objects);
 
   // The prefix every 3.11 function starts with: free variables, cells.
   for (const bytecode::Instruction& in : code.instructions) {

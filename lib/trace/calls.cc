@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -966,14 +967,16 @@ absl::StatusOr<VarPtr> Translator::Inline(const VarPtr& fn, std::vector<VarPtr> 
   if (fn->self) args.insert(args.begin(), fn->self);
   Frame frame;
   if (absl::Status s = PrepareFrame(frame, code, globals, /*generator=*/true); !s.ok()) return s;
-  if (!frame.top_globals && frame.globals_source && fn->source && PyFunction_Check(fn->object.get())) {
+  if (!frame.top_globals && frame.globals_source && PyFunction_Check(fn->object.get())) {
     // Globals that are no module's (exec'd code: a named tuple's __new__):
-    // read through the function itself, whose identity is guarded.
+    // read through the function itself, whose identity is guarded; for a
+    // function the trace reached through no source (the __new__ of a named
+    // tuple class made during the trace), they are constants of the trace.
     PyObject* name = PyDict_GetItemString(globals.get(), "__name__");
     PyObject* module = name ? PyDict_GetItemWithError(PyImport_GetModuleDict(), name) : nullptr;
     if (module == nullptr) python::ClearError();
     if (module == nullptr || !PyModule_Check(module) || PyModule_GetDict(module) != globals.get()) {
-      frame.globals_source = Source::Attr(fn->source, "__globals__");
+      frame.globals_source = fn->source ? Source::Attr(fn->source, "__globals__") : nullptr;
       frame.globals_by_item = true;
     }
   }
@@ -1133,6 +1136,15 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           return Break(ir::GraphBreak::UNSUPPORTED_CALL, "torch._dynamo.graph_break() called",
                        "the graph ends here by request, as under torch.compile");
         }
+        if (IsLoadedModuleAttr(fn->object.get(), "collections", "namedtuple")) return NewNamedTupleClass(fn, args, kwargs);
+        // Nothing is FX-tracing while we translate (the runtime raises or
+        // steps aside when something is): asked now, not inlined into the
+        // deprecation warning's logging.
+        for (const char* fx : {"is_fx_tracing", "is_fx_tracing_warning", "is_fx_symbolic_tracing"}) {
+          if (IsLoadedModuleAttr(fn->object.get(), "torch.fx._symbolic_trace", fx) && args.empty() && kwargs.empty()) {
+            return CallReal(fn, args, kwargs);
+          }
+        }
         // dynamo.disable(f) asks for f to run in Python; an optimized
         // function called from traced code is traced as its original.
         Object disabled = Attr(fn->object.get(), "_dynamo_disable");
@@ -1188,6 +1200,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
         return CallReal(fn, args, kwargs);
       }
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructTorchModule(fn, args, kwargs)) return *std::move(r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = ConstructLegacyTensor(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructUserObject(fn, args, kwargs)) return *std::move(r);
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                    absl::StrCat("constructing ", python::Repr(fn->object)),
@@ -1407,6 +1420,75 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
   int r = PyObject_IsSubclass(ClassOf(t).get(), cls.get());
   if (r < 0) return python::FetchError("isinstance");
   return r == 1;
+}
+
+absl::StatusOr<VarPtr> Translator::NewNamedTupleClass(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                      const Kwargs& kwargs) {
+  // collections.namedtuple(name, fields, ...) of constants makes a class now,
+  // as each eager call makes one (its source is exec'd Python, not traced);
+  // instances of it are then traced as any named tuple's. The class's
+  // __module__ is the calling frame's module, which namedtuple would read
+  // from sys._getframe(1) -- here the translator's caller.
+  Kwargs kw = kwargs;
+  if (absl::c_none_of(kw, [](const auto& k) { return k.first == "module"; })) {
+    PyObject* name = PyDict_GetItemString(frames_.back()->globals.get(), "__name__");  // borrowed
+    if (name != nullptr) kw.emplace_back("module", Var::Constant(Object::Borrow(name)));
+  }
+  return CallReal(fn, args, kw);
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::ConstructLegacyTensor(const VarPtr& cls,
+                                                                         const std::vector<VarPtr>& args,
+                                                                         const Kwargs& kwargs) {
+  Object legacy = TorchAttr("FloatTensor");
+  if (!legacy || Py_TYPE(cls->object.get()) != Py_TYPE(legacy.get())) return std::nullopt;
+  // torch.LongTensor(data) is torch.tensor(data) and torch.LongTensor(2, 3)
+  // torch.empty(2, 3), of the class's dtype on its device type; a tensor or
+  // storage argument (which the legacy constructor may share) breaks.
+  auto unsupported = [&] {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("constructing ", python::Repr(cls->object)),
+                 "only data (a list or tuple) or sizes (ints) are traced; torch.tensor(data, dtype=...) is");
+  };
+  if (!kwargs.empty() || Attr(cls->object.get(), "is_sparse").get() != Py_False) return unsupported();
+  absl::StatusOr<VarPtr> dtype = Wrap(Attr(cls->object.get(), "dtype"), nullptr);
+  if (!dtype.ok() || (*dtype)->kind != VarKind::kDType) {
+    python::ClearError();
+    return unsupported();
+  }
+  const bool cuda = Attr(cls->object.get(), "is_cuda").get() == Py_True;
+  Kwargs kw = {{"dtype", *dtype}, {"device", Var::Constant(python::FromString(cuda ? "cuda" : "cpu"))}};
+  if (args.size() == 1 && args[0]->is_constant() && PyTuple_Check(args[0]->object.get())) {  // (1.5, 2) as a literal
+    return CallOp("torch.tensor", ir::Node::CALL_FUNCTION, args, kw);
+  }
+  if (args.size() == 1 && (args[0]->kind == VarKind::kList || (args[0]->kind == VarKind::kTuple && !args[0]->is_size))) {
+    // NumPy scalars in the data (a[0] of an array) are the numbers they hold.
+    std::vector<VarPtr> items;
+    for (const VarPtr& item : args[0]->items) {
+      if (!item->is_tensor() || !item->is_ndarray || !item->numpy_scalar) {
+        items.push_back(item);
+        continue;
+      }
+      auto number = std::make_shared<Var>(*item);
+      number->is_ndarray = false;
+      number->numpy_scalar = false;
+      items.push_back(number);
+    }
+    // Zero-dimensional tensors (those NumPy scalars) are their values:
+    // stacked when the graph runs, as torch.tensor reads them eagerly.
+    const bool all_scalars = !items.empty() && absl::c_all_of(items, [](const VarPtr& i) {
+      return i->is_tensor() && !i->is_ndarray && i->meta.dim() == 0;
+    });
+    if (all_scalars) {
+      absl::StatusOr<VarPtr> stacked = CallOp("torch.stack", ir::Node::CALL_FUNCTION, {Var::List(std::move(items))}, {});
+      if (!stacked.ok()) return stacked;
+      return CallOp("Tensor.to", ir::Node::CALL_METHOD, {*stacked}, kw);
+    }
+    return CallOp("torch.tensor", ir::Node::CALL_FUNCTION, {Var::List(std::move(items))}, kw);
+  }
+  for (const VarPtr& a : args) {
+    if (!AsInt(a).ok() && !(a->kind == VarKind::kTuple && a->is_size)) return unsupported();
+  }
+  return CallOp("torch.empty", ir::Node::CALL_FUNCTION, args, kw);
 }
 
 absl::StatusOr<bool> Translator::HasAttr(const VarPtr& v, const std::string& name) {
@@ -2676,12 +2758,31 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
 }
 
 void Translator::EliminateDeadCode() {
-  // Grad-mode switches, in-place and random ops run even when unused.
-  graph_.EliminateDeadCode([this](const ir::Node& n) {
-    if (n.target() == "torch._C._set_grad_enabled" || IsAllowedFunctionTarget(n.target())) return true;
-    if (n.inferred_on_meta()) return true;  // its effects are described nowhere
-    const ops::OpEntry* e = registry_.Find(n.target());
-    return e != nullptr && (e->tags() & (ops::kInplace | ops::kRandom)) != 0;
+  // Every call the code made runs, used or not, as in eager: an unused op can
+  // still raise (an index out of range, a failed check), advance the random
+  // generator or switch grad mode, and leaving it out is the backend's
+  // decision (Inductor makes it), as with torch._dynamo. What goes unused is
+  // only what cannot fail or act — torch._dynamo's own short list: reads of
+  // parameters, getitem, a tensor's sizes and arithmetic on such numbers.
+  absl::flat_hash_set<std::string> numbers;  // nodes whose value is a Python number
+  auto is_number = [](const ir::Argument& a) { return a.has_int_value() || a.has_float_value() || a.has_bool_value(); };
+  for (const ir::Node& n : graph_.graph().nodes()) {
+    if (n.meta().has_scalar() || (n.meta().has_constant() && is_number(n.meta().constant()))) numbers.insert(n.name());
+  }
+  auto number_arg = [&](const ir::Argument& a) { return a.has_node() ? numbers.contains(a.node()) : is_number(a); };
+  static constexpr absl::string_view kAccessors[] = {"Tensor.size", "Tensor.stride", "Tensor.numel",
+                                                     "Tensor.nelement", "Tensor.dim", "Tensor.storage_offset"};
+  graph_.EliminateDeadCode([&](const ir::Node& n) {
+    if (n.kind() == ir::Node::GET_ATTR || n.target() == "operator.getitem") return false;
+    if (!numbers.contains(n.name())) return true;
+    if (n.kind() == ir::Node::CALL_METHOD && absl::c_linear_search(kAccessors, n.target())) return false;
+    for (const ir::Argument& a : n.args()) {
+      if (!number_arg(a)) return true;
+    }
+    for (const ir::KeywordArgument& k : n.kwargs()) {
+      if (!number_arg(k.value())) return true;
+    }
+    return false;
   });
 }
 

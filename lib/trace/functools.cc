@@ -248,6 +248,18 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallFunctools(const VarPtr& fn
     return absl::StatusOr<VarPtr>(p);
   }
 
+  if (reinterpret_cast<PyObject*>(Py_TYPE(fn->object.get())) == StdlibObject("functools", "_lru_cache_wrapper")) {
+    // A functools.lru_cache function: its __wrapped__ is traced, as
+    // torch._dynamo does; the cache is neither read nor filled (for the pure
+    // functions it is meant for, the values are the same).
+    guards_.IdMatch(fn->source, fn->object);
+    Object wrapped = Attr(fn->object.get(), "__wrapped__");
+    if (!wrapped) return absl::StatusOr<VarPtr>(python::FetchError("lru_cache's __wrapped__"));
+    absl::StatusOr<VarPtr> inner = Wrap(wrapped, fn->source ? Source::Attr(fn->source, "__wrapped__") : nullptr);
+    if (!inner.ok()) return inner;
+    return Call(*inner, std::move(args), std::move(kwargs));
+  }
+
   if (Is(fn, "functools", "reduce")) {
     guards_.IdMatch(fn->source, fn->object);
     if (!kwargs.empty() || args.size() < 2 || args.size() > 3) {

@@ -59,8 +59,8 @@ class GraphBuilder {
     return true;
   }
 
-  // Drops call nodes whose results nothing uses, unless `has_effects` says
-  // the node must run anyway (in-place and random ops).
+  // Drops nodes whose results nothing uses, unless `has_effects` says the
+  // node must stay anyway.
   void EliminateDeadCode(const std::function<bool(const ir::Node&)>& has_effects);
 
   [[nodiscard]] ir::Graph Finish() &&;

@@ -421,6 +421,14 @@ absl::StatusOr<VarPtr> Translator::NdarrayAttr(const VarPtr& array, const std::s
     if (name == "itemsize") return constant(itemsize);
     return constant(python::FromLong(m.numel() * python::AsLong(itemsize).value_or(0)));
   }
+  if (name == "strides" && (array->source || (array->self && array->self->source))) {
+    // An input array, or the view of an input tensor: the strides seen, which
+    // the input's guards hold (a computed array's layout is the kernels').
+    Object dtype = Object::Steal(PyObject_CallMethod(np, "dtype", "s", std::string(ops::DTypeName(m.dtype)).c_str()));
+    absl::StatusOr<int64_t> itemsize = dtype ? python::AsLong(Attr(dtype.get(), "itemsize")) : absl::UnknownError("");
+    if (itemsize.ok()) return constant(ints(m.strides, *itemsize));
+    python::ClearError();
+  }
   if (name == "T" || name == "real" || name == "imag" || name == "mT") {
     return NumpyNode(absl::StrCat(kPrefix, "ndarray_attr.", name), {array}, {});
   }
@@ -436,6 +444,14 @@ absl::StatusOr<VarPtr> Translator::NdarrayAttr(const VarPtr& array, const std::s
 
 absl::StatusOr<VarPtr> Translator::CallNdarrayMethod(const VarPtr& array, const std::string& name,
                                                      const std::vector<VarPtr>& args, const Kwargs& kwargs) {
+  if (capture_scalars_ && (name == "item" || name == "tolist") && args.empty() && kwargs.empty()) {
+    // The Python numbers of the array's values, as a tensor's (the same
+    // types: int64 gives int, float32 float), computed by the graph.
+    auto t = std::make_shared<Var>(*array);
+    t->is_ndarray = false;
+    t->numpy_scalar = false;
+    return name == "item" ? TensorItem(t, name) : TensorToList(t);
+  }
   if (name == "tolist" || name == "item" || name == "__bool__" || name == "__int__" || name == "__float__" ||
       name == "__index__" || name == "tobytes") {
     return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH, absl::StrCat("numpy.ndarray.", name, "() reads the array's values"),
@@ -466,6 +482,17 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallNumpy(const VarPtr& fn, co
     t->identity.clear();
     if (args[0]->source) t->self = args[0];  // rebuilt from the array it views (rewrite.cc)
     return absl::StatusOr<VarPtr>(t);
+  }
+  // Questions about dtypes (np.issubdtype(type(n), np.integer)) ask nothing
+  // of array values: NumPy answers them now.
+  for (const char* query : {"issubdtype", "can_cast", "promote_types", "result_type", "isdtype"}) {
+    if (f != StdlibObject("numpy", query)) continue;
+    bool any_tensor = false;
+    for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);
+    for (const auto& kv : kwargs) any_tensor |= ContainsTensor(kv.second);
+    if (any_tensor) break;
+    guards_.IdMatch(fn->source, fn->object);
+    return CallReal(fn, args, kwargs);
   }
   const auto& table = NumpyTargets();
   auto it = table.find(f);

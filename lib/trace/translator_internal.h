@@ -344,6 +344,12 @@ class Translator {
   // (module_calls.cc); nullopt for other classes.
   std::optional<absl::StatusOr<VarPtr>> ConstructTorchModule(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                              const Kwargs& kwargs);
+  // collections.namedtuple(...) called in the trace: the class, made now.
+  absl::StatusOr<VarPtr> NewNamedTupleClass(const VarPtr& fn, const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // torch.FloatTensor(data or sizes) and the other legacy tensor types, as
+  // torch.tensor / torch.empty; nullopt for other classes.
+  std::optional<absl::StatusOr<VarPtr>> ConstructLegacyTensor(const VarPtr& cls, const std::vector<VarPtr>& args,
+                                                              const Kwargs& kwargs);
   std::optional<absl::StatusOr<VarPtr>> ConstructContainer(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                            const Kwargs& kwargs);
   // clear() and copy() of a list or dict tracker (mutations are recorded by

@@ -24,3 +24,8 @@ automatic_dynamic_shapes = True
 # name). A branch or a size that needs such a number's value still breaks.
 # nopython=True (fullgraph) and export imply it, as in torch._dynamo.
 capture_scalar_outputs = False
+# torch.fx.symbolic_trace of an optimized function or module raises
+# RuntimeError (torch._dynamo's default): FX would record the original
+# code's ops and silently drop the capture. False: the optimized code steps
+# aside and FX traces the original.
+error_on_nested_fx_trace = True

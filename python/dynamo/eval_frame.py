@@ -191,10 +191,13 @@ class OptimizedModule(torch.nn.Module):
     state_dict() are the original's (under the `_orig_mod.` prefix, as in
     torch); other attributes are read from the original."""
 
-    def __init__(self, mod, runtime):
+    def __init__(self, mod, runtime, ctx=None):
         super().__init__()
         self._orig_mod = mod
         self.dynamo_runtime = runtime
+        # The optimize() that made it: applied to other functions (the
+        # module's own methods), they share its Runtime (torch's name).
+        self.dynamo_ctx = ctx
         if runtime.evaluate_frames and runtime._cache_size_limit is None:
             # What __call__'s C fast path (_C.ModuleCall) runs the original's
             # forward under when no hook is set anywhere (with
@@ -259,7 +262,7 @@ class _Optimize:
         if isinstance(fn, OptimizedModule):
             fn = fn._orig_mod
         if isinstance(fn, torch.nn.Module):
-            return OptimizedModule(fn, self.runtime)
+            return OptimizedModule(fn, self.runtime, self)
         fn = getattr(fn, "_torchdynamo_orig_callable", fn)  # re-optimizing: the original
         if not getattr(fn, "_dynamo_disable_recursive", True) and self.runtime.evaluate_frames:
             return self._around_skipped(fn)
@@ -271,7 +274,9 @@ class _Optimize:
         if runtime.evaluate_frames:
             # The fast path: one C call sets the evaluator's callback around
             # the call (Runtime.call does the same with more Python).
-            _C.mark_capture(getattr(target, "__func__", target).__code__)
+            code = getattr(target, "__func__", target).__code__
+            _C.mark_capture(code)
+            runtime._entry_codes.add(code)
             # run_with_eval_frame(callback, config.cache_size_limit, target,
             # ...) as one C callable. What is returned stays a Python
             # function, as torch.compile's is (torch.fx.symbolic_trace,

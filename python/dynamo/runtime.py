@@ -291,6 +291,12 @@ class Runtime:
 
     def _on_frame(self, function, args, kwargs, recompile_reason):
         """The frame evaluator's miss: capture this call of `function`."""
+        if config.error_on_nested_fx_trace and function.__code__ in self._entry_codes and _fx_symbolic_tracing():
+            # FX is tracing the optimized function itself (frames FX traces
+            # inside an optimized region are the region's business).
+            raise RuntimeError("Detected that you are using FX to symbolically trace a dynamo-optimized function; "
+                               "FX would record the original code, not the capture (set "
+                               "dynamo.config.error_on_nested_fx_trace = False to trace the original)")
         if _another_tracer_running() or getattr(run_only, "on", False) or self._under_function_mode(function):
             return None  # this call runs as it is, nothing cached
         code = function.__code__
@@ -413,6 +419,9 @@ class Runtime:
             logs.emit("graph_breaks", lambda b=b: f"Graph break in {target.__code__.co_qualname}: {format_break(b)}")
         _log_capture(target.__code__, capture, result["code"] is not None)
         if result["code"] is None:
+            if self.nopython and result["skip_reason"]:
+                # The frame would run as it is: Python, not a graph.
+                raise Unsupported(f"{target.__code__.co_qualname}: {result['skip_reason']}")
             _dump(target.__code__, capture, None)
             return _Entry(capture, None, result["capture"])
         globals_ = target.__globals__
@@ -453,6 +462,8 @@ class Runtime:
                 compiled = _without_capture(compiled)
             installed.add(result["graph_name"], compiled)
         _dump(target.__code__, capture, self.graphs[-1] if result["graph_name"] else None)
+        for name, value in result["objects"]:  # what no import path names (a class the trace made)
+            installed.add(name, value)
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
             installed.add(name, _Resume(self, code, globals_, capture_it, takes_closure))
             self.generated_code.append(code)
@@ -529,13 +540,17 @@ def _graph_callables():
     return decorators.graph_callables() if decorators is not None else None
 
 
+def _fx_symbolic_tracing():
+    fx = torch.fx._symbolic_trace
+    return fx.is_fx_symbolic_tracing() if hasattr(fx, "is_fx_symbolic_tracing") else fx.is_fx_tracing()
+
+
 def _another_tracer_running():
     """True while torch.fx.symbolic_trace or torch.jit.trace runs the frames
     (their arguments are proxies and tracer values, not what a capture may
     read), or torch._dynamo compiles them: we step aside rather than capture
     another tracer's machinery, one capture per proxy."""
-    fx = torch.fx._symbolic_trace
-    if (fx.is_fx_symbolic_tracing() if hasattr(fx, "is_fx_symbolic_tracing") else fx.is_fx_tracing()):
+    if _fx_symbolic_tracing():
         return True
     if torch._C._get_tracing_state() is not None:
         return True

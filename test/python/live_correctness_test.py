@@ -698,6 +698,13 @@ def numpy_cases():
         ("returns array and tensor", lambda x: (x.numpy(), x + 1), (t,), 1),
         ("a break in the middle", break_between, (t,), 2),
         ("np.random stays NumPy's", lambda x: (x.numpy() + 1, np.random.RandomState(0).randn(2).shape), (t,), None),
+        # Questions about dtypes are NumPy's own answers, made while tracing.
+        ("np.issubdtype of classes", lambda x, n: np.issubdtype(type(n), np.integer) + x, (t, 4096), 1),
+        ("np.result_type of dtypes", lambda x: x * np.result_type(np.int8, np.float16).itemsize, (t,), 1),
+        # An input's (or an input tensor's) strides are its guarded layout;
+        # a computed array's layout is the kernels' (a break).
+        ("strides of a tensor's array", lambda x: (x.numpy().strides, x.t().numpy().strides, x + 1), (t,), 2),
+        ("strides of an array input", lambda a: (a.strides, a + 1), (np.arange(12.0).reshape(3, 4)[:, ::2],), 1),
     ]
 
 
@@ -1276,6 +1283,146 @@ def containers_built_across_a_break():
     ok &= check("a key twice in a dict display", lambda x: list({**{"a": x}, "b": 1, **{"a": x + 1}}.items()),
                 [(X,)], fullgraph=True)
     ok &= check("a keyword twice through **", lambda x: kw(**{"a": x}, **{"a": 1}), [(X,)])
+    return ok
+
+
+@minimal
+def unused_ops_still_run():
+    """An op whose result nothing uses runs as it does eagerly: an index out
+    of range raises, and a frame whose only op is unused is still a graph
+    (the backend sees it, and may drop it)."""
+    def check_bounds(x, idx):
+        torch.index_select(x, 0, idx)  # a bounds check only
+        return x * 2
+
+    def only_unused(x):
+        y = x + 1  # noqa: F841
+        return torch.is_floating_point(x)
+
+    ok = check("unused index_select, in range", check_bounds, [(X, torch.tensor([0, 2]))], fullgraph=True)
+    ok &= check("unused index_select, out of range", check_bounds, [(X, torch.tensor([0, 7]))], fullgraph=True)
+    ok &= check("a frame whose only op is unused", only_unused, [(X,)], expect_graphs=1, fullgraph=True)
+    return ok
+
+
+@minimal
+def objects_library_calls_make():
+    """Calls that make objects in the trace: torch's legacy constructors
+    (torch.LongTensor(data or sizes)), collections.namedtuple() (a class,
+    made while tracing, whose instances the rewritten code returns), a
+    functools.lru_cache function (its __wrapped__ traced), ndarray.tolist()
+    under nopython (numbers the graph computes)."""
+    import numpy as np
+
+    def legacy(x):
+        a = torch.LongTensor([1, 2, 3]) + x.long()
+        b = torch.DoubleTensor((1.5, 2, -1)) * x
+        c = torch.FloatTensor(2, 3).fill_(0.5).sum(0) + x
+        arr = np.array([4, 5, 6], dtype=np.int64)
+        d = torch.LongTensor([arr[0], arr[2]])
+        return a, b, c, d, torch.IntTensor(torch.Size([2])).zero_()
+
+    ok = check("legacy tensor constructors", legacy, [(X,)], expect_graphs=1, fullgraph=True)
+
+    def make_point(x):
+        Point = collections.namedtuple("Point", ["a", "b", "c"], defaults=(7,))
+        p = Point(x, b=x + 1)
+        return Point(p.a * 2, p[1], p.c)
+
+    counter = Counter()
+    opt = dynamo.optimize(counter, nopython=True)(make_point)
+    e, o = make_point(X), opt(X)
+    if (type(e).__name__, type(e).__module__, e._fields) != (type(o).__name__, type(o).__module__, o._fields) or \
+            not all(same(a, b) for a, b in zip(e, o)) or counter.graphs != 1:
+        FAILURES.append(f"namedtuple made in the trace: eager {e!r} {type(e).__module__}, optimized {o!r} "
+                        f"{type(o).__module__}, {counter.graphs} graphs")
+        ok = False
+
+    @functools.lru_cache(maxsize=None)
+    def mask(n, diagonal=0):
+        return torch.ones(n, n).triu(diagonal)
+
+    ok &= check("functools.lru_cache function", lambda x: x @ mask(3) + mask(3, 1).sum(), [(X,)],
+                expect_graphs=1, fullgraph=True)
+    ok &= check("ndarray.tolist() in the graph", lambda a: a.tolist(), [(np.arange(5),)], expect_graphs=1,
+                fullgraph=True)
+    ok &= check("ndarray.item() in the graph", lambda a: a.sum().item() + 1, [(np.arange(5.0),)], expect_graphs=1,
+                fullgraph=True)
+    return ok
+
+
+@minimal
+def nopython_never_runs_python():
+    """A capture whose live values cannot be rebuilt runs the frame as it is;
+    under nopython that is Python running, not a graph: it raises."""
+    def advanced(x):
+        it = iter([x + 1, x + 2])
+        next(it)
+        return it
+
+    try:
+        dynamo.optimize("eager", nopython=True)(advanced)(X)
+    except dynamo.Unsupported as e:
+        if "iterator" not in str(e):
+            FAILURES.append(f"nopython skip: unexpected message {e}")
+            return False
+        return True
+    FAILURES.append("nopython skip: the frame ran as it is under nopython")
+    return False
+
+
+@minimal
+def fx_tracing_an_optimized_function():
+    """torch.fx.symbolic_trace of an optimized function raises, as with
+    torch._dynamo (FX would record the original code, not the capture);
+    with config.error_on_nested_fx_trace = False it traces the original."""
+    def f(x):
+        return torch.relu(x) * 2
+
+    opt = dynamo.optimize("eager")(f)
+    try:
+        torch.fx.symbolic_trace(opt)
+    except RuntimeError as e:
+        if "symbolically trace" not in str(e):
+            FAILURES.append(f"nested FX trace: unexpected message {e}")
+            return False
+    else:
+        FAILURES.append("nested FX trace: no error")
+        return False
+    dynamo.config.error_on_nested_fx_trace = False
+    try:
+        gm = torch.fx.symbolic_trace(opt)
+    finally:
+        dynamo.config.error_on_nested_fx_trace = True
+    x = torch.randn(4)
+    if not same(gm(x), f(x)):
+        FAILURES.append("nested FX trace with the error off: wrong result")
+        return False
+    return True
+
+
+@minimal
+def optimized_module_context():
+    """OptimizedModule.dynamo_ctx: the optimize() that made it, applied to the
+    module's other methods (torch's name), shares its Runtime."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+        def step(self, x):
+            return self(x).sum() * 2
+
+    m = M()
+    counter = Counter()
+    compiled = dynamo.optimize(counter)(m)
+    step = compiled.dynamo_ctx(m.step)
+    ok = same(step(X), m.step(X)) and counter.graphs == 1 and step.dynamo_runtime is compiled.dynamo_runtime
+    if not ok:
+        FAILURES.append(f"dynamo_ctx: {counter.graphs} graphs")
     return ok
 
 
