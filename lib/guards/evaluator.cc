@@ -1873,7 +1873,11 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
           {"deterministic_algorithms", "_C._get_deterministic_algorithms"},
           {"default_dtype", "get_default_dtype"},
           {"torch_dispatch_modes", "_C._len_torch_dispatch_stack"},
-          {"cublas_allow_tf32", "_C._get_cublas_allow_tf32"}};
+          {"cublas_allow_tf32", "_C._get_cublas_allow_tf32"},
+          // torch.get_autocast_dtype(device): a partial of it, built below
+          // (the one-device spellings warn that they are deprecated).
+          {"autocast_gpu_dtype", "get_autocast_dtype"},
+          {"autocast_cpu_dtype", "get_autocast_dtype"}};
       if (g.source() == "torch_function_modes") {
         if (g.value().value_case() != ir::Argument::kStringValue) {
           return fail(absl::InvalidArgumentError("torch_function_modes needs a str value"));
@@ -1885,7 +1889,14 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       auto state = kStates->find(g.source());
       absl::StatusOr<Object> reader = state == kStates->end() ? absl::StatusOr<Object>(absl::NotFoundError(g.source()))
                                                               : TorchAttr(state->second);
+      if (reader.ok() && (g.source() == "autocast_gpu_dtype" || g.source() == "autocast_cpu_dtype")) {
+        absl::StatusOr<Object> functools = python::Import("functools");
+        Object partial = functools.ok() ? Object::Steal(PyObject_GetAttrString(functools->get(), "partial")) : Object();
+        Object device = python::FromString(g.source() == "autocast_gpu_dtype" ? "cuda" : "cpu");
+        reader = partial ? python::Call(partial, {*reader, device}) : absl::StatusOr<Object>(absl::UnknownError(""));
+      }
       if (!reader.ok() || !PyCallable_Check(reader->get())) {
+        python::ClearError();
         return fail(absl::InvalidArgumentError("unknown global state"));
       }
       GlobalCheck check{*reader, g.value().bool_value(), Object(), ""};

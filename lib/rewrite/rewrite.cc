@@ -821,8 +821,27 @@ class Emitter {
     return absl::OkStatus();
   }
 
+  // A cell of a function the trace inlined (gone when the graph runs), which
+  // a closure made in the trace holds: a new cell with its contents, one per
+  // tracker, so closures sharing it share it still.
+  absl::Status LoadInlinedCell(const VarPtr& cell) {
+    if (auto it = memo_.find(cell.get()); it != memo_.end()) {
+      Emit(op::kLoadFast, it->second);
+      return absl::OkStatus();
+    }
+    if (cell->kind != VarKind::kCell || cell->source) return Unrebuildable("a closure over another function's cells");
+    BeginCall();
+    ImportPath({"types"}, {"CellType"});
+    CalleeLoaded();
+    if (cell->value) {
+      if (absl::Status s = Load(cell->value); !s.ok()) return s;
+    }
+    Call(cell->value ? 1 : 0);
+    return Remember(cell);
+  }
+
   // A function made during the trace (a lambda, a nested def): MAKE_FUNCTION
-  // over its code with its defaults and the top frame's cells it closes over.
+  // over its code with its defaults and the cells it closes over.
   absl::Status MakeFunction(const VarPtr& v) {
     if (v->globals && v->globals.get() != top_globals_) return Unrebuildable("a function of another module");
     int flags = 0;
@@ -840,8 +859,11 @@ class Emitter {
         for (size_t i = 0; i < stop_locals_->size(); ++i) {
           if ((*stop_locals_)[i] == cell) slot = static_cast<int>(i);
         }
-        if (slot < 0) return Unrebuildable("a closure over another function's cells");
-        LoadCell(slot);
+        if (slot >= 0) {
+          LoadCell(slot);
+        } else if (absl::Status s = LoadInlinedCell(cell); !s.ok()) {
+          return s;
+        }
       }
       Emit(op::kBuildTuple, static_cast<int>(v->closure.size()));
       flags |= 0x08;

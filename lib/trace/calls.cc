@@ -1248,6 +1248,9 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           return Var::Constant(*value);
         }
       }
+      // The dtypes autocast would use (torch.get_autocast_dtype("cuda") and
+      // the older spellings): read now, guarded.
+      if (std::optional<absl::StatusOr<VarPtr>> r = AutocastDType(fn, args, kwargs)) return *std::move(r);
       // Read at trace time: the default dtype is guarded (default_dtype);
       // the private backend's name changes at most once, when a backend
       // registers at start-up (torch._dynamo folds it too); nothing is
@@ -1420,6 +1423,28 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
   int r = PyObject_IsSubclass(ClassOf(t).get(), cls.get());
   if (r < 0) return python::FetchError("isinstance");
   return r == 1;
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                                 const Kwargs& kwargs) {
+  std::string device;
+  Object gpu = TorchAttr("get_autocast_gpu_dtype"), cpu = TorchAttr("get_autocast_cpu_dtype");
+  Object any = TorchAttr("get_autocast_dtype");
+  if (gpu && fn->object.get() == gpu.get() && args.empty() && kwargs.empty()) device = "cuda";
+  if (cpu && fn->object.get() == cpu.get() && args.empty() && kwargs.empty()) device = "cpu";
+  if (any && fn->object.get() == any.get() && args.size() == 1 && kwargs.empty() && args[0]->is_constant() &&
+      PyUnicode_Check(args[0]->object.get())) {
+    device = python::AsString(args[0]->object).value_or("");
+  }
+  if (device != "cuda" && device != "cpu") return std::nullopt;
+  // Read through get_autocast_dtype: the one-device spellings warn that they
+  // are deprecated (the program's own call still does, in Python).
+  absl::StatusOr<Object> value = any ? python::Call(any, {python::FromString(device)}) : absl::UnknownError("torch");
+  if (!value.ok()) return absl::StatusOr<VarPtr>(value.status());
+  absl::StatusOr<VarPtr> dtype = Wrap(*value, nullptr);
+  if (!dtype.ok() || (*dtype)->kind != VarKind::kDType) return std::nullopt;
+  guards_.GlobalDType(device == "cuda" ? "autocast_gpu_dtype" : "autocast_cpu_dtype", (*dtype)->dtype);
+  return dtype;
 }
 
 absl::StatusOr<VarPtr> Translator::NewNamedTupleClass(const VarPtr& fn, const std::vector<VarPtr>& args,

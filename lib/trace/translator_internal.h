@@ -344,6 +344,10 @@ class Translator {
   // (module_calls.cc); nullopt for other classes.
   std::optional<absl::StatusOr<VarPtr>> ConstructTorchModule(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                              const Kwargs& kwargs);
+  // torch.get_autocast_dtype(device) and get_autocast_{gpu,cpu}_dtype(): the
+  // dtype, read now and guarded; nullopt for other calls.
+  std::optional<absl::StatusOr<VarPtr>> AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                      const Kwargs& kwargs);
   // collections.namedtuple(...) called in the trace: the class, made now.
   absl::StatusOr<VarPtr> NewNamedTupleClass(const VarPtr& fn, const std::vector<VarPtr>& args, const Kwargs& kwargs);
   // torch.FloatTensor(data or sizes) and the other legacy tensor types, as

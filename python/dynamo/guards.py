@@ -52,7 +52,9 @@ _GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torc
                  "default_dtype": torch.get_default_dtype,
                  "torch_function_modes": _torch_function_modes,
                  "torch_dispatch_modes": torch._C._len_torch_dispatch_stack,
-                 "cublas_allow_tf32": torch._C._get_cublas_allow_tf32}
+                 "cublas_allow_tf32": torch._C._get_cublas_allow_tf32,
+                 "autocast_gpu_dtype": lambda: torch.get_autocast_dtype("cuda"),
+                 "autocast_cpu_dtype": lambda: torch.get_autocast_dtype("cpu")}
 
 
 def _unquote(s):

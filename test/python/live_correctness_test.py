@@ -2147,6 +2147,33 @@ def default_dtype_is_read_and_guarded():
 
 
 @minimal
+def autocast_dtype_is_read_and_guarded():
+    """torch.get_autocast_dtype(device) (and get_autocast_gpu_dtype(), which
+    TorchDynamo's tests use) is read at trace time and guarded: setting
+    another autocast dtype recaptures."""
+    def f(x):
+        return x.to(torch.get_autocast_dtype("cpu")) * 2, torch.get_autocast_gpu_dtype()
+
+    x = torch.randn(3)
+    counter = Counter()
+    opt = dynamo.optimize(counter, nopython=True)(f)
+    prior = torch.get_autocast_dtype("cpu")
+    got = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the recapture's, and get_autocast_gpu_dtype's deprecation
+            for d in (torch.bfloat16, torch.float16, torch.bfloat16):
+                torch.set_autocast_dtype("cpu", d)
+                got.append((opt(x)[0].dtype, same(opt(x), f(x))))
+    finally:
+        torch.set_autocast_dtype("cpu", prior)
+    if got != [(torch.bfloat16, True), (torch.float16, True), (torch.bfloat16, True)] or counter.graphs != 2:
+        FAILURES.append(f"autocast dtype changed between calls: {got}, {counter.graphs} captures")
+        return False
+    return True
+
+
+@minimal
 def default_device_is_read_and_guarded():
     """Factory functions follow torch.set_default_device / `with
     torch.device(...)` (a DeviceContext on torch's function-mode stack): the
