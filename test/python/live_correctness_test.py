@@ -1352,6 +1352,36 @@ def objects_library_calls_make():
 
 
 @minimal
+def closures_over_inlined_cells():
+    """A closure the trace made over the cells of a function it inlined (gone
+    once the graph runs) is returned with new cells holding the values; two
+    closures sharing a cell still share it."""
+    def pair(x):
+        def make():
+            v = x + 1
+
+            def get():
+                return v
+
+            def bump():
+                nonlocal v
+                v = v * 2
+            return get, bump
+        return make()
+
+    counter = Counter()
+    get, bump = dynamo.optimize(counter, nopython=True)(pair)(X)
+    eager_get, eager_bump = pair(X)
+    before = same(get(), eager_get())
+    bump()
+    eager_bump()
+    if not (before and same(get(), eager_get()) and counter.graphs == 1):
+        FAILURES.append(f"closures over inlined cells: {get()} vs {eager_get()}, {counter.graphs} graphs")
+        return False
+    return True
+
+
+@minimal
 def nopython_never_runs_python():
     """A capture whose live values cannot be rebuilt runs the frame as it is;
     under nopython that is Python running, not a graph: it raises."""
