@@ -318,7 +318,10 @@ class Emitter {
   // capture, from a global holding it.
   absl::Status LoadObject(const Object& obj) {
     absl::Status by_path = LoadObjectByPath(obj);
-    if (by_path.ok() || live_objects_ == nullptr || by_path.code() != absl::StatusCode::kFailedPrecondition) {
+    // Only classes: the code hands out the one object the trace saw on every
+    // call, which for a mutable instance would be shared between calls.
+    if (by_path.ok() || live_objects_ == nullptr || by_path.code() != absl::StatusCode::kFailedPrecondition ||
+        !PyType_Check(obj.get())) {
       return by_path;
     }
     std::string name;

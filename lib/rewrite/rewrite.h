@@ -52,17 +52,17 @@ struct Rewritten {
   python::Object code;      // runs instead of the traced function's code
   std::string graph_name;   // the global called with the graph's inputs; empty: no graph
   std::vector<ResumeFunction> resumes;
-  // With RewriteOptions::live_objects: objects no import path names (a class
-  // the trace made), by the global the code reads each from.
+  // With RewriteOptions::live_objects: classes no import path names (one the
+  // trace made), by the global the code reads each from.
   std::vector<std::pair<std::string, python::Object>> objects;
 };
 
 struct RewriteOptions {
   std::string prefix = "__dynamo";
   int id = 0;  // distinguishes the globals of rewrites sharing a module
-  // Code run in this process only (a live capture) may read an object no
+  // Code run in this process only (a live capture) may read a class no
   // import path names from a global the caller installs (Rewritten::objects);
-  // without it (code that is exported) such an object fails the rewrite.
+  // without it (code that is exported) such a class fails the rewrite.
   bool live_objects = false;
 };
 

@@ -1438,7 +1438,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::AutocastDType(const VarPtr& fn
   }
   if (device != "cuda" && device != "cpu") return std::nullopt;
   // Read through get_autocast_dtype: the one-device spellings warn that they
-  // are deprecated (the program's own call still does, in Python).
+  // are deprecated, and the trace is no place for the program's warnings.
   absl::StatusOr<Object> value = any ? python::Call(any, {python::FromString(device)}) : absl::UnknownError("torch");
   if (!value.ok()) return absl::StatusOr<VarPtr>(value.status());
   absl::StatusOr<VarPtr> dtype = Wrap(*value, nullptr);
