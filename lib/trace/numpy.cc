@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -505,7 +506,63 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallNumpy(const VarPtr& fn, co
         Break(ir::GraphBreak::EXTERNAL_LIBRARY, absl::StrCat("numpy.", short_name, " draws from NumPy's generator"),
               "the graph would draw from torch's generator instead; NumPy's random calls run in Python"));
   }
+  if (std::optional<absl::StatusOr<VarPtr>> r = NumpyArrayLiteral(target.target, args, kwargs)) return r;
   return NumpyNode(target.target, args, kwargs);
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::NumpyArrayLiteral(const std::string& target,
+                                                                   const std::vector<VarPtr>& args,
+                                                                   const Kwargs& kwargs) {
+  // np.array([np.float64(1), np.float64(2)]): NumPy scalars (constants of
+  // the trace, their values guarded) promote by their own dtypes, which a
+  // node of Python numbers would not; the dtype NumPy itself gives the literal
+  // goes with the numbers they hold.
+  if ((target != "torch._numpy.array" && target != "torch._numpy.asarray") || args.size() != 1 || !kwargs.empty()) {
+    return std::nullopt;
+  }
+  const VarPtr& data = args[0];
+  if ((data->kind != VarKind::kList && data->kind != VarKind::kTuple) || data->items.empty()) return std::nullopt;
+  // np.array([a, b]) of arrays of one shape is their stack (torch._numpy's
+  // array() would copy the data out of the tensors, which the trace has not).
+  const VarPtr& first = data->items[0];
+  if (absl::c_all_of(data->items, [&](const VarPtr& i) {
+        return i->is_tensor() && i->is_ndarray && i->meta.sizes == first->meta.sizes;
+      })) {
+    return NumpyNode(absl::StrCat(kPrefix, "stack"), {data}, {});
+  }
+  std::vector<Object> values;
+  bool numpy_scalar = false;
+  Object generic = Attr(NumpyModule(), "generic");
+  std::vector<const VarPtr*> read;  // NumPy scalars the trace knows only by type so far
+  for (const VarPtr& item : data->items) {
+    if (!generic || !item->object || (!item->is_constant() && item->kind != VarKind::kOpaque)) return std::nullopt;
+    const int is_generic = PyObject_IsInstance(item->object.get(), generic.get());
+    if (is_generic < 0) python::ClearError();
+    if (item->kind == VarKind::kOpaque && is_generic != 1) return std::nullopt;
+    if (item->kind == VarKind::kOpaque) read.push_back(&item);
+    numpy_scalar |= is_generic == 1;
+    values.push_back(item->object);
+  }
+  if (!numpy_scalar) return std::nullopt;
+  Object literal = Object::Steal(PyObject_CallMethod(NumpyModule(), "array", "O", python::MakeList(values).get()));
+  Object dtype = literal ? Attr(literal.get(), "dtype") : Object();
+  std::optional<Object> torch_dtype = dtype ? TorchDType(dtype.get()) : std::nullopt;
+  Object ndim = literal ? Attr(literal.get(), "ndim") : Object();
+  if (!torch_dtype || !ndim || python::AsLong(ndim).value_or(0) != 1) {
+    python::ClearError();
+    return std::nullopt;  // NumpyNode says why
+  }
+  std::vector<VarPtr> numbers;
+  for (const Object& v : values) {
+    Object number = Object::Steal(PyObject_CallMethod(v.get(), "item", nullptr));  // the Python number it holds
+    if (!number) {
+      python::ClearError();
+      return std::nullopt;
+    }
+    numbers.push_back(Var::Constant(number));
+  }
+  for (const VarPtr* item : read) guards_.EqualsMatch((*item)->source, (*item)->object);  // their values are in the graph
+  return NumpyNode(target, {Var::List(std::move(numbers))}, {{"dtype", Var::OfKind(VarKind::kOpaque, dtype)}});
 }
 
 }  // namespace dynamo::trace

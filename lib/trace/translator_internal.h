@@ -344,6 +344,11 @@ class Translator {
   // (module_calls.cc); nullopt for other classes.
   std::optional<absl::StatusOr<VarPtr>> ConstructTorchModule(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                              const Kwargs& kwargs);
+  // np.array / np.asarray of a list of arrays of one shape (their stack), or
+  // of constants holding NumPy scalars (the numbers, with the dtype NumPy
+  // gives the literal); nullopt for other calls (numpy.cc).
+  std::optional<absl::StatusOr<VarPtr>> NumpyArrayLiteral(const std::string& target, const std::vector<VarPtr>& args,
+                                                          const Kwargs& kwargs);
   // torch.get_autocast_dtype(device) and get_autocast_{gpu,cpu}_dtype(): the
   // dtype, read now and guarded; nullopt for other calls.
   std::optional<absl::StatusOr<VarPtr>> AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,

@@ -699,6 +699,8 @@ def numpy_cases():
         ("a break in the middle", break_between, (t,), 2),
         ("np.random stays NumPy's", lambda x: (x.numpy() + 1, np.random.RandomState(0).randn(2).shape), (t,), None),
         # Questions about dtypes are NumPy's own answers, made while tracing.
+        ("np.array of arrays is their stack", lambda a, b: np.array([a, b[1:], a[0:3]]),
+         (np.arange(3), np.arange(4.0)), 1),
         ("np.issubdtype of classes", lambda x, n: np.issubdtype(type(n), np.integer) + x, (t, 4096), 1),
         ("np.result_type of dtypes", lambda x: x * np.result_type(np.int8, np.float16).itemsize, (t,), 1),
         # An input's (or an input tensor's) strides are its guarded layout;
@@ -1348,6 +1350,19 @@ def objects_library_calls_make():
                 fullgraph=True)
     ok &= check("ndarray.item() in the graph", lambda a: a.sum().item() + 1, [(np.arange(5.0),)], expect_graphs=1,
                 fullgraph=True)
+
+    # np.array of NumPy scalars: the literal's own dtype, their values guarded.
+    def literal(a, b):
+        return np.array([a, b])
+
+    opt = dynamo.optimize("eager", nopython=True)(literal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the recaptures' warnings
+        for a, b in [(np.float32(1), np.float32(2.5)), (np.float32(3), np.float32(2.5)), (np.int16(7), 3),
+                     (np.float64(1), 2.0)]:
+            if not same_numpy(opt(a, b), literal(a, b)):
+                FAILURES.append(f"np.array of NumPy scalars {a!r}, {b!r}: {opt(a, b)!r} vs {literal(a, b)!r}")
+                ok = False
     return ok
 
 
