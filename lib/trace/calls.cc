@@ -1136,13 +1136,20 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           return Break(ir::GraphBreak::UNSUPPORTED_CALL, "torch._dynamo.graph_break() called",
                        "the graph ends here by request, as under torch.compile");
         }
-        if (IsLoadedModuleAttr(fn->object.get(), "collections", "namedtuple")) return NewNamedTupleClass(fn, args, kwargs);
+        // Two modules' functions are not inlined; their __module__ (a field
+        // of the function, no lookup) keeps this off every other call's path.
+        PyObject* module = PyFunction_GetModule(fn->object.get());  // borrowed
+        if (module != nullptr && PyUnicode_Check(module) && PyUnicode_CompareWithASCIIString(module, "collections") == 0 &&
+            IsLoadedModuleAttr(fn->object.get(), "collections", "namedtuple")) {
+          return NewNamedTupleClass(fn, args, kwargs);
+        }
         // Nothing is FX-tracing while we translate (the runtime raises or
         // steps aside when something is): asked now, not inlined into the
         // deprecation warning's logging.
-        for (const char* fx : {"is_fx_tracing", "is_fx_tracing_warning", "is_fx_symbolic_tracing"}) {
-          if (IsLoadedModuleAttr(fn->object.get(), "torch.fx._symbolic_trace", fx) && args.empty() && kwargs.empty()) {
-            return CallReal(fn, args, kwargs);
+        if (module != nullptr && PyUnicode_Check(module) &&
+            PyUnicode_CompareWithASCIIString(module, "torch.fx._symbolic_trace") == 0 && args.empty() && kwargs.empty()) {
+          for (const char* fx : {"is_fx_tracing", "is_fx_tracing_warning", "is_fx_symbolic_tracing"}) {
+            if (IsLoadedModuleAttr(fn->object.get(), "torch.fx._symbolic_trace", fx)) return CallReal(fn, args, kwargs);
           }
         }
         // dynamo.disable(f) asks for f to run in Python; an optimized
