@@ -1434,6 +1434,12 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
 
 std::optional<absl::StatusOr<VarPtr>> Translator::AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                                  const Kwargs& kwargs) {
+  // The C function's own name first (a field, no lookup): this runs for
+  // every C function the trace calls.
+  if (!PyCFunction_Check(fn->object.get()) ||
+      !absl::StartsWith(reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name, "get_autocast")) {
+    return std::nullopt;
+  }
   std::string device;
   Object gpu = TorchAttr("get_autocast_gpu_dtype"), cpu = TorchAttr("get_autocast_cpu_dtype");
   Object any = TorchAttr("get_autocast_dtype");
