@@ -829,7 +829,7 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   }
   absl::StatusOr<ops::Value> result = entry->Infer(values, kw);
   if (!result.ok()) {
-    return Break(ir::GraphBreak::OTHER,
+    return Break(ir::GraphBreak::OP_FAILS,
                  absl::StrCat(target, " would raise: ", result.status().message()),
                  "the call fails in torch for these argument shapes and dtypes");
   }

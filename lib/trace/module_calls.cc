@@ -198,6 +198,30 @@ absl::StatusOr<VarPtr> Translator::CallForward(const VarPtr& fn, std::vector<Var
   return Inline(method, std::move(args), std::move(kwargs));
 }
 
+namespace {
+
+// True when making an instance of module class `c` runs only torch.nn's
+// code: its __init__ and __setattr__ are torch.nn's (a user subclass that
+// only adds a forward, as `class Net(nn.Module): def forward...`), its
+// __new__ is object's and its metaclass is type. Such a construction has no
+// effect but the new object, so it can be made at trace time.
+bool BuiltByTorchNN(PyObject* c) {
+  if (Py_TYPE(c) != &PyType_Type) return false;
+  Object new_fn = Attr(c, "__new__");
+  Object object_new = Attr(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__");
+  python::ClearError();
+  if (!new_fn || new_fn.get() != object_new.get()) return false;
+  for (const char* method : {"__init__", "__setattr__"}) {
+    Object fn = Attr(c, method);
+    Object where = fn ? Attr(fn.get(), "__module__") : Object();
+    python::ClearError();
+    if (!where || !absl::StartsWith(python::AsString(where).value_or(""), "torch.nn.")) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const VarPtr& cls, const std::vector<VarPtr>& args,
                                                                        const Kwargs& kwargs) {
   PyObject* c = cls->object.get();
@@ -208,9 +232,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const Var
       !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(c), reinterpret_cast<PyTypeObject*>(module_type.get()))) {
     return std::nullopt;
   }
-  Object where = Attr(c, "__module__");
-  python::ClearError();
-  if (!where || !absl::StartsWith(python::AsString(where).value_or(""), "torch.nn.")) return std::nullopt;
+  if (!BuiltByTorchNN(c)) return std::nullopt;
   if (!AllConstant(args, kwargs)) return std::nullopt;  // the caller's break names the construction
   if (cls->source) guards_.IdMatch(cls->source, cls->object);
   // A module with weights draws its initialisation from the global generator:

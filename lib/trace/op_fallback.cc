@@ -87,24 +87,64 @@ std::pair<ir::GraphBreak::Reason, std::string> Classify(const std::string& targe
 
 }  // namespace
 
+absl::StatusOr<VarPtr> Translator::CallOutVariant(const std::string& target, ir::Node::Kind kind,
+                                                  const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                                                  const ops::Value& result, const VarPtr& out) {
+  // Kept in the graph when `out` already has the result's sizes, dtype and
+  // device: torch then writes into it in place. A resize (or a cast into
+  // another dtype) would leave the trace's description of `out` stale.
+  const ops::TensorMeta& into = out->meta;
+  if (!result.is_tensor() || result.as_tensor().sizes != into.sizes || result.as_tensor().dtype != into.dtype ||
+      result.as_tensor().device != into.device || into.requires_grad || result.as_tensor().requires_grad) {
+    return Break(ir::GraphBreak::SIDE_EFFECT,
+                 absl::StrCat(target, "(out=...) into a ", ops::ToString(into), " tensor, for a result of ",
+                              ops::ToString(result)),
+                 "out= is traced where the tensor already has the result's sizes, dtype and device (no resize)");
+  }
+  if (out->source && !allow_breaks_) {
+    return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat(target, "(out=...) mutates ", out->source->ToString()),
+                 "in-place updates of inputs are side effects a single graph cannot hold; use the form that "
+                 "returns its result");
+  }
+  absl::StatusOr<std::string> added = AddCallNode(kind, target, args, kwargs, ops::Value(into));
+  if (!added.ok()) return added.status();
+  graph_.MarkLastInferredOnMeta();
+  absl::StatusOr<VarPtr> v = NewVarFromResult(*added, ops::Value(into));
+  // The op returns `out` itself: the same tensor object.
+  if (v.ok()) (*v)->identity = out->tensor_identity();
+  return v;
+}
+
 absl::StatusOr<VarPtr> Translator::CallOpOnMeta(const Object& op, const std::string& target, ir::Node::Kind kind,
                                                 const std::vector<ops::Value>& values,
                                                 const std::vector<ops::Kwarg>& kw, const std::vector<VarPtr>& args,
                                                 const Kwargs& kwargs) {
   const std::string hint = "torch's meta kernels describe this op's output only when it depends on metadata alone";
+  // out=: the op writes its result into a tensor the caller passed and
+  // returns that tensor. The result is inferred without it.
+  VarPtr out_arg;
+  std::vector<ops::Kwarg> result_kw;
   for (const ops::Kwarg& k : kw) {
-    if (k.name == "out") {
-      return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat(target, "(out=...) writes into a tensor the trace holds"),
+    if (k.name != "out") {
+      result_kw.push_back(k);
+      continue;
+    }
+    for (const auto& [name, value] : kwargs) {
+      if (name == "out") out_arg = value;
+    }
+    if (!out_arg || !out_arg->is_tensor() || out_arg->is_ndarray) {
+      return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat(target, "(out=...) given no single tensor"),
                    "use the form that returns its result");
     }
   }
-  absl::StatusOr<MetaCall> call = InferOnMeta(op, values, kw, {.grad_enabled = grad_enabled_});
+  absl::StatusOr<MetaCall> call = InferOnMeta(op, values, result_kw, {.grad_enabled = grad_enabled_});
   if (!call.ok()) {
     std::string error(call.status().message());
     if (absl::StartsWith(error, "on meta tensors it raises ")) error = error.substr(26);
     auto [reason, message] = Classify(target, error);
     return Break(reason, std::move(message), hint);
   }
+  if (out_arg) return CallOutVariant(target, kind, args, kwargs, call->result, out_arg);
   bool input_tensor = false, sourced_tensor = false;
   for (size_t i = 0; i < args.size() + kwargs.size(); ++i) {
     const VarPtr& a = i < args.size() ? args[i] : kwargs[i - args.size()].second;

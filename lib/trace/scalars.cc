@@ -96,7 +96,7 @@ absl::Status Translator::ScalarValueNeeded(const VarPtr& v, absl::string_view wh
 absl::StatusOr<VarPtr> Translator::TensorItem(const VarPtr& self, const std::string& method) {
   SpecializeShape(self);  // numel() == 1 is decided on the sizes seen
   if (self->meta.numel() != 1) {
-    return Break(ir::GraphBreak::OTHER,
+    return Break(ir::GraphBreak::OP_FAILS,
                  absl::StrCat("Tensor.", method, "() of a ", ops::ToString(self->meta), " tensor"),
                  "a tensor with one element only has a Python number: the call would raise");
   }

@@ -597,6 +597,11 @@ class Translator {
   absl::StatusOr<VarPtr> CallOpOnMeta(const python::Object& op, const std::string& target, ir::Node::Kind kind,
                                       const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw,
                                       const std::vector<VarPtr>& args, const Kwargs& kwargs);
+  // The op given out=`out`, its result inferred as `result`: a node that
+  // writes into `out` (and returns it), or a break where it would resize it.
+  absl::StatusOr<VarPtr> CallOutVariant(const std::string& target, ir::Node::Kind kind,
+                                        const std::vector<VarPtr>& args, const Kwargs& kwargs,
+                                        const ops::Value& result, const VarPtr& out);
 
   // --- calls, attributes, wrapping (calls.cc) ---
   absl::StatusOr<VarPtr> Call(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs);

@@ -33,7 +33,8 @@ _LAZY = {
     "BreakReason": "explain",
     "list_backends": "backends", "register_backend": "backends", "lookup_backend": "backends",
     "InvalidBackend": "backends",
-    "Unsupported": "runtime", "Runtime": "runtime", "BackendCompilerFailed": "runtime",
+    "Runtime": "runtime",
+    "Unsupported": "exc", "BackendCompilerFailed": "exc", "TorchRuntimeError": "exc", "RecompileError": "exc",
     "set_logs": "logs", "set_dump_dir": "logs",
     "to_dot": "pictures", "render": "pictures",
 }

@@ -10,6 +10,9 @@ cache_size_limit = 8
 verbose = False
 # Warn when a guard fails and a function is captured again.
 warn_recompiles = True
+# Raise dynamo.RecompileError instead (torch._dynamo's option of that name):
+# for programs that must never pay for a second capture.
+error_on_recompile = False
 # A backend that raises makes the call raise dynamo.BackendCompilerFailed
 # (torch._dynamo's default); True: warn and run the frame eagerly instead.
 suppress_errors = False

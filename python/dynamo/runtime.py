@@ -38,6 +38,7 @@ from dynamo import config
 from dynamo import dynamo_ir_pb2 as ir
 from dynamo import logs
 from dynamo.guards import check_guards, frame_for_call, resolve_source
+from dynamo.exc import BackendCompilerFailed, RecompileError, TorchRuntimeError, Unsupported  # noqa: F401 - re-exported
 from dynamo.loader import to_graph_module
 
 _ids = itertools.count()  # rewrite ids: globals stay unique per process
@@ -56,22 +57,6 @@ def _eager_backend(gm, example_inputs):
     # The generated forward itself: a GraphModule has no hooks, and
     # nn.Module.__call__ would cost microseconds per call.
     return gm.forward
-
-
-class Unsupported(RuntimeError):
-    """A graph break where none is allowed (nopython=True, export)."""
-
-
-class BackendCompilerFailed(RuntimeError):
-    """The backend raised while compiling a graph (torch._dynamo's exception
-    of that name): the user's compiler is broken, so the call fails rather
-    than running eagerly unnoticed (config.suppress_errors=True: it warns
-    and the frame runs eagerly). The backend's exception is __cause__."""
-
-    def __init__(self, backend, inner):
-        self.backend_name = getattr(backend, "__name__", repr(backend))
-        self.inner_exception = inner
-        super().__init__(f"backend={self.backend_name!r} raised:\n{type(inner).__name__}: {inner}")
 
 
 def format_break(b):
@@ -301,9 +286,7 @@ class Runtime:
             return None  # this call runs as it is, nothing cached
         code = function.__code__
         if recompile_reason is not None:
-            _log_recompile(code, recompile_reason)
-            if config.warn_recompiles:
-                warnings.warn(f"dynamo: recompiling {code.co_qualname}: {recompile_reason}")
+            _recompiling(code, recompile_reason)
         entry = self._compile_or_warn(function, function, args, kwargs)
         if entry is None:
             return False  # this code runs eagerly, for this Runtime only
@@ -329,12 +312,9 @@ class Runtime:
                 warnings.warn(f"dynamo: {code.co_qualname} ({code.co_filename}:{code.co_firstlineno}) was "
                               f"captured {limit} times (config.cache_size_limit); it runs eagerly from now on")
             return fn(*args, **kwargs)
-        if entries and (config.warn_recompiles or logs.enabled("recompiles")):
+        if entries and (config.warn_recompiles or config.error_on_recompile or logs.enabled("recompiles")):
             failure = check_guards(entries[-1].capture, fn, args, kwargs)
-            reason = failure[1] if failure else "no guard set holds"
-            _log_recompile(code, reason)
-            if config.warn_recompiles:
-                warnings.warn(f"dynamo: recompiling {code.co_qualname}: {reason}")
+            _recompiling(code, failure[1] if failure else "no guard set holds")
         entry = self._compile_or_warn(fn, target, args, kwargs)
         if entry is None:
             entries.append(_Entry(None, None))  # this code runs eagerly from now on
@@ -411,7 +391,11 @@ class Runtime:
                                  bool(config.capture_scalar_outputs or self.nopython))
         capture = ir.Capture.FromString(result["capture"])
         if self.nopython and capture.graph_breaks:
-            raise Unsupported(format_break(capture.graph_breaks[0]))
+            first = capture.graph_breaks[0]
+            # An op that fails is the program's error (torch._dynamo's
+            # TorchRuntimeError), not a limit of the capture.
+            error = TorchRuntimeError if first.reason == ir.GraphBreak.OP_FAILS else Unsupported
+            raise error(format_break(first))
         self.captures_made.append(capture)
         for b in capture.graph_breaks:
             self.break_records.append(b)
@@ -493,6 +477,15 @@ def _dump(code, capture, gm):
     named.python_version, named.torch_version = sys.version.split()[0], torch.__version__
     logs.dump_capture(code.co_qualname, named.SerializeToString(), capture, [gm.code.strip() + "\n"] if gm is not None else [],
                       [str(Guard(g)) for g in capture.guards], [format_break(b) for b in capture.graph_breaks])
+
+
+def _recompiling(code, reason):
+    """A guard failed and `code` is about to be captured again."""
+    _log_recompile(code, reason)
+    if config.error_on_recompile:
+        raise RecompileError(f"recompiling {code.co_qualname}: {reason}")
+    if config.warn_recompiles:
+        warnings.warn(f"dynamo: recompiling {code.co_qualname}: {reason}")
 
 
 def _log_recompile(code, reason):

@@ -1417,6 +1417,129 @@ def nopython_never_runs_python():
 
 
 @minimal
+def errors_are_torchs_errors_too():
+    """dynamo's errors are instances of torch._dynamo.exc's classes of the
+    same name once torch._dynamo is loaded (`except
+    torch._dynamo.exc.BackendCompilerFailed` catches ours); an op that fails
+    under nopython is a TorchRuntimeError, not Unsupported;
+    config.error_on_recompile raises RecompileError at a recompile."""
+    import torch._dynamo.exc as texc
+
+    def broken(gm, example_inputs):
+        raise RuntimeError("duck")
+
+    def f(x):
+        return x * 2
+
+    ok = True
+    try:
+        dynamo.optimize(broken)(f)(X)
+        ok = False
+        FAILURES.append("backend error: nothing raised")
+    except texc.BackendCompilerFailed as e:
+        if not isinstance(e, dynamo.BackendCompilerFailed) or not isinstance(e.__cause__, RuntimeError):
+            FAILURES.append(f"backend error: {type(e).__mro__}")
+            ok = False
+
+    def to_float(x):
+        return float(x + 1)
+
+    def mismatched(x, y):
+        return (x + y).sum()
+
+    for name, fn, args in (("float() of 2 elements", to_float, (torch.ones(2),)),
+                           ("shapes that do not broadcast", mismatched, (torch.ones(2), torch.ones(3)))):
+        if outcome(fn, *args)[0] != "raise":
+            FAILURES.append(f"{name}: eager did not raise")
+            ok = False
+        raised = outcome(dynamo.optimize("eager", nopython=True)(fn), *args)
+        if raised[0] != "raise" or not issubclass(raised[1], dynamo.TorchRuntimeError) \
+                or not issubclass(raised[1], texc.TorchRuntimeError):
+            FAILURES.append(f"{name}: {raised} under nopython, not dynamo's and torch's TorchRuntimeError")
+            ok = False
+        if not check(f"{name}, breaks allowed", fn, [args]):  # eager's own error
+            ok = False
+    opt = dynamo.optimize("eager")(f)
+    opt(X)
+    dynamo.config.error_on_recompile = True
+    try:
+        opt(torch.ones(2, 2))
+        FAILURES.append("error_on_recompile: no error")
+        ok = False
+    except texc.RecompileError as e:
+        ok &= isinstance(e, dynamo.RecompileError)
+    finally:
+        dynamo.config.error_on_recompile = False
+    return ok
+
+
+@minimal
+def modules_and_out_tensors_made_in_the_trace():
+    """A module class that adds only a forward to nn.Module (its __init__
+    is torch's) is made in the trace and its forward traced; out= of an op
+    without a registry entry writes into the tensor given and returns it,
+    and breaks where torch would resize that tensor."""
+    class Small(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.nn.ReLU()(torch.cat((x, y), dim=1))
+
+    class Counted(torch.nn.Module):
+        made = 0
+
+        def __init__(self):
+            super().__init__()
+            Counted.made += 1  # user code: never run at trace time
+
+        def forward(self, x):
+            return x * 2
+
+    def apply(mod, x, y):
+        return mod(x, y)
+
+    def via_partial(x, y):
+        return functools.partial(apply, mod=Small())(x=x, y=y)
+
+    def returned(x, y):
+        m = Small()
+        return m, m.forward(x, y)
+
+    def counted(x):
+        return Counted()(x)
+
+    a, b = torch.randn(2, 2), torch.randn(2, 3)
+    ok = check("module made in the trace, through a partial", via_partial, [(a, b)], expect_graphs=1,
+               fullgraph=True)
+    opt = dynamo.optimize("eager", nopython=True)(returned)
+    m1, _ = opt(a, b)
+    m2, r = opt(a, b)
+    if m1 is m2 or type(m1) is not Small or not same(r, returned(a, b)[1]):
+        FAILURES.append("a module made in the trace and returned: not a new module per call")
+        ok = False
+    made = Counted.made
+    opt = dynamo.optimize("eager")(counted)
+    if not same(opt(a), a * 2) or not same(opt(a), a * 2) or Counted.made != made + 2:
+        FAILURES.append(f"module with its own __init__: {Counted.made - made} made in 2 calls")
+        ok = False
+
+    def outer_into(x, y, out):
+        r = torch.outer(x, y, out=out)
+        return r is out, out * 2
+
+    def outer_into_new(x, y):
+        out = torch.empty(3, 2)
+        torch.outer(x, y, out=out)
+        return out
+
+    x3, y2 = torch.randn(3), torch.randn(2)
+    ok &= check("out= into an input", outer_into, [(x3, y2, torch.empty(3, 2))], expect_graphs=1, fullgraph=True)
+    ok &= check("out= into a tensor of the trace", outer_into_new, [(x3, y2)], expect_graphs=1, fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own deprecation of resizing out=
+        ok &= check("out= that resizes", outer_into, [(x3, y2, torch.empty(5))])
+    return ok
+
+
+@minimal
 def fx_tracing_an_optimized_function():
     """torch.fx.symbolic_trace of an optimized function raises, as with
     torch._dynamo (FX would record the original code, not the capture);
