@@ -37,7 +37,9 @@ namespace {
 struct Token {
   // kDictKey / kDictValue: `.keys()[i]` / `.values()[i]`, a dict's i-th
   // entry in iteration order (lib/trace/source.h).
-  enum Kind { kLocal, kGlobal, kModule, kAttr, kIndex, kKey, kDictKey, kDictValue };
+  // kCall: `.name()`, a method called with no arguments (a pure query:
+  // cls.__subclasses__(), t.untyped_storage()).
+  enum Kind { kLocal, kGlobal, kModule, kAttr, kIndex, kKey, kDictKey, kDictValue, kCall };
   Kind kind = kLocal;
   std::string name;   // local/global/module/attribute name, or the str key
   int64_t index = 0;  // kIndex, kDictKey, kDictValue
@@ -98,6 +100,9 @@ absl::StatusOr<std::vector<Token>> ParseSource(absl::string_view s) {
         if (!absl::SimpleAtoi(s.substr(digits, pos - digits), &t.index)) return bad("a dict position");
         if (pos >= s.size() || s[pos] != ']') return bad("']'");
         ++pos;
+      } else if (absl::StartsWith(s.substr(pos), "()")) {
+        t.kind = Token::kCall;
+        pos += 2;
       }
     } else if (rest[0] == '[') {
       ++pos;
@@ -228,10 +233,38 @@ struct Life {
   std::function<void()> on_death;
 };
 
+// A call step's value: only the pure queries the trace asks through call
+// sources (lib/trace/source.h), each on the type it is defined for -- a
+// capture file is data, and its guards must not call anything else.
+Object CallQuery(PyObject* base, PyObject* name) {
+  const char* n = PyUnicode_AsUTF8(name);
+  if (n == nullptr) return {};
+  if (std::strcmp(n, "__subclasses__") == 0 && PyType_Check(base)) {
+    // type's own method, whatever the class defines under that name.
+    return Object::Steal(PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyType_Type), "__subclasses__", "O", base));
+  }
+  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed; loaded if base is torch's
+  const char* type = std::strcmp(n, "untyped_storage") == 0                          ? "Tensor"
+                     : std::strcmp(n, "size") == 0 || std::strcmp(n, "nbytes") == 0 ? "UntypedStorage"
+                                                                                      : nullptr;
+  Object cls = torch != nullptr && type != nullptr ? Object::Steal(PyObject_GetAttrString(torch, type)) : Object();
+  python::ClearError();
+  const bool of_type = cls && PyType_Check(cls.get()) &&
+                       (std::strcmp(type, "Tensor") == 0
+                            ? PyObject_TypeCheck(base, reinterpret_cast<PyTypeObject*>(cls.get()))
+                            : Py_TYPE(base) == reinterpret_cast<PyTypeObject*>(cls.get()));
+  if (!of_type) {
+    PyErr_Format(PyExc_TypeError, "a guard source may call only cls.__subclasses__(), tensor.untyped_storage() "
+                 "and storage.size() / nbytes(), not %s() of a %s", n, Py_TYPE(base)->tp_name);
+    return {};
+  }
+  return Object::Steal(PyObject_CallMethodNoArgs(base, name));
+}
+
 // ---------------------------------------------------------------------------
 // The program.
 
-enum class StepKind : uint8_t { kLocal, kGlobal, kModule, kAttr, kIndex, kKey, kDictKey, kDictValue };
+enum class StepKind : uint8_t { kLocal, kGlobal, kModule, kAttr, kIndex, kKey, kDictKey, kDictValue, kCall };
 
 // How an attribute, item or length is read, decided from the object found at
 // compile time (see the header).
@@ -631,6 +664,8 @@ Object Program::Read(const Step& s, PyObject* base, const FrameView& f) const {
     case StepKind::kDictKey:
     case StepKind::kDictValue:
       return ReadDictEntry(s, base);
+    case StepKind::kCall:
+      return CallQuery(base, s.key.get());
   }
   return {};
 }
@@ -1281,6 +1316,8 @@ Object ReadGeneric(const Step& s, PyObject* base, const FrameView& f, const Prog
     case StepKind::kDictKey:
     case StepKind::kDictValue:
       return Program::ReadDictEntry(s, base);
+    case StepKind::kCall:
+      return CallQuery(base, s.key.get());
   }
   return {};
 }

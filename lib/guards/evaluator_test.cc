@@ -460,6 +460,27 @@ TEST_CASE("hand-written sources: dict keys, sys.modules, devices, bad input", "[
     // The control for the "no Python runs" checks: this one must call __getattr__.
     CHECK(PythonCallsDuring([&] { CHECK(ev.Check(frame.view())); }) == 1);
   }
+  SECTION("call sources: only the pure queries, each on its own type") {
+    Exec("class Base:\n    pass\nclass Sub(Base):\n    pass\n");
+    OwnedFrame frame = Frame("maybe", "dict(x=Base, y=torch.zeros(10))");
+    ir::Guard subs = Hand(ir::Guard::LENGTH_MATCH, "L['x'].__subclasses__()");
+    subs.mutable_value()->set_int_value(1);
+    ir::Guard bytes = Hand(ir::Guard::EQUALS_MATCH, "L['y'].untyped_storage().nbytes()");
+    bytes.mutable_value()->set_int_value(40);
+    GuardEvaluator ev = CompileOk({subs, bytes}, frame);
+    CHECK(Verdict(ev, frame) == "");
+    CHECK(Verdict(ev, Frame("maybe", "dict(x=Base, y=torch.zeros(20, 2)[0:10, 0])")) ==
+          "L['y'].untyped_storage().nbytes(): expected 40, got 160");
+    Exec("class Sub2(Base):\n    pass\n");
+    CHECK(Verdict(ev, frame) == "L['x'].__subclasses__(): expected length 1, got 2");
+    // Any other call, or a query on another type, is refused: guards are data.
+    for (const char* source : {"L['y'].numpy()", "L['y'].__subclasses__()", "sys.modules['os'].getpid()"}) {
+      ir::Guard other = Hand(ir::Guard::IS_NONE, source);
+      absl::StatusOr<GuardEvaluator> refused = GuardEvaluator::Compile({other}, frame.view());
+      REQUIRE(!refused.ok());
+      CHECK(absl::StrContains(refused.status().message(), "a guard source may call only"));
+    }
+  }
   SECTION("device") {
     ops::TensorMeta meta = ops::TensorMeta::Contiguous(ops::DType::kFloat32, {2});
     meta.device = ops::Device{"meta", -1};

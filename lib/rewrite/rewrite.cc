@@ -302,6 +302,13 @@ class Emitter {
         LoadConst(python::FromLong(s->index()));
         Emit(op::kBinarySubscr);
         return absl::OkStatus();
+      case Source::Kind::kCall:
+        BeginCall();
+        if (absl::Status st = LoadSource(s->base()); !st.ok()) return st;
+        EmitName(op::kLoadAttr, Name(s->name()));
+        CalleeLoaded();
+        Call(0);
+        return absl::OkStatus();
     }
     return Unrebuildable(s->ToString());
   }

@@ -1312,6 +1312,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
         guards_.IdMatch(fn->source, fn->object);
         return CallOp(*op, ir::Node::CALL_FUNCTION, args, kwargs);
       }
+      if (std::optional<absl::StatusOr<VarPtr>> r = SourcedQuery(fn, args, kwargs)) return *std::move(r);
       if (m.ok() && (*m == "torch" || absl::StartsWith(*m, "torch."))) {
         return Break(ir::GraphBreak::UNKNOWN_OP, absl::StrCat(what, " has no entry in the op registry"),
                      "the translator never guesses an op's output; this op needs a registry entry");
@@ -1430,6 +1431,30 @@ absl::StatusOr<bool> Translator::TensorIsInstance(const VarPtr& t, const Object&
   int r = PyObject_IsSubclass(ClassOf(t).get(), cls.get());
   if (r < 0) return python::FetchError("isinstance");
   return r == 1;
+}
+
+std::optional<absl::StatusOr<VarPtr>> Translator::SourcedQuery(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                                const Kwargs& kwargs) {
+  // A query that reads its object's state and changes nothing: answered
+  // now, its answer reached through a call source that the guards call
+  // again (a subclass defined later, a storage resized, recompiles).
+  if (!args.empty() || !kwargs.empty() || !PyCFunction_Check(fn->object.get()) || !fn->source ||
+      fn->source->kind() != Source::Kind::kAttr) {
+    return std::nullopt;
+  }
+  PyObject* self = PyCFunction_GET_SELF(fn->object.get());
+  const std::string& name = fn->source->name();
+  bool query = false;
+  if (self != nullptr && PyType_Check(self)) {
+    query = name == "__subclasses__";
+  } else if (Object storage_type = TorchAttr("UntypedStorage"); self != nullptr && storage_type &&
+             Py_TYPE(self) == reinterpret_cast<PyTypeObject*>(storage_type.get())) {
+    query = name == "size" || name == "nbytes";
+  }
+  if (!query) return std::nullopt;
+  Object answer = Object::Steal(PyObject_CallNoArgs(fn->object.get()));
+  if (!answer) return absl::StatusOr<VarPtr>(python::FetchError(name));
+  return Wrap(answer, Source::Call(fn->source->base(), name));
 }
 
 std::optional<absl::StatusOr<VarPtr>> Translator::AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,
@@ -2009,6 +2034,14 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
       return CallBuiltin(len, {self}, {});
     }
     if (name == "numpy") return TensorToNdarray(self, args, kwargs);
+    if (name == "untyped_storage" && args.empty() && kwargs.empty() && self->source) {
+      // An input's storage (its size is a query the guards ask again).
+      if (PyObject* real = RealTensor(self)) {
+        Object storage = Object::Steal(PyObject_CallMethod(real, "untyped_storage", nullptr));
+        if (!storage) return python::FetchError("Tensor.untyped_storage()");
+        return Wrap(storage, Source::Call(self->source, "untyped_storage"));
+      }
+    }
     if (capture_scalars_ && (name == "item" || name == "tolist") && args.empty() && kwargs.empty()) {
       return name == "item" ? TensorItem(self, name) : TensorToList(self);
     }

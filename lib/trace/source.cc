@@ -41,6 +41,9 @@ SourcePtr Source::DictKey(SourcePtr base, int64_t index) {
 SourcePtr Source::DictValue(SourcePtr base, int64_t index) {
   return SourcePtr(new Source(Kind::kDictEntry, std::move(base), "values", false, index));
 }
+SourcePtr Source::Call(SourcePtr base, std::string method) {
+  return SourcePtr(new Source(Kind::kCall, std::move(base), std::move(method), false, 0));
+}
 
 std::string Source::ToString() const {
   switch (kind_) {
@@ -57,6 +60,8 @@ std::string Source::ToString() const {
                           is_index_ ? absl::StrCat(index_) : QuoteKey(name_), "]");
     case Kind::kDictEntry:
       return absl::StrCat(base_->ToString(), ".", name_, "()[", index_, "]");
+    case Kind::kCall:
+      return absl::StrCat(base_->ToString(), ".", name_, "()");
   }
   return "?";
 }

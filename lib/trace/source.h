@@ -6,6 +6,7 @@
 //   w->ToString();                                    // L['self'].fc1.weight
 //   Source::Item(Source::Local("xs"), 0)->ToString(); // L['xs'][0]
 //   Source::DictValue(Source::Global("d"), 2)->ToString(); // G['d'].values()[2]
+//   Source::Call(Source::Local("cls"), "__subclasses__");   // L['cls'].__subclasses__()
 //
 // Sources are immutable and shared; a value with no source (made during the
 // trace) has a null SourcePtr.
@@ -26,7 +27,10 @@ class Source {
   // kDictEntry: the i-th key or value of a dict in its iteration order
   // (list(d.keys())[i]), for items whose key a path cannot spell (a class,
   // an enum member, a module, a tensor).
-  enum class Kind { kLocal, kGlobal, kModule, kAttr, kItem, kDictEntry };
+  // kCall: a method of the base called with no arguments, for the pure
+  // queries the trace answers at trace time (cls.__subclasses__(),
+  // t.untyped_storage().nbytes()): guards call it again.
+  enum class Kind { kLocal, kGlobal, kModule, kAttr, kItem, kDictEntry, kCall };
 
   static SourcePtr Local(std::string name);
   static SourcePtr Global(std::string name);
@@ -38,11 +42,12 @@ class Source {
   static SourcePtr Item(SourcePtr base, std::string key);
   static SourcePtr DictKey(SourcePtr base, int64_t index);
   static SourcePtr DictValue(SourcePtr base, int64_t index);
+  static SourcePtr Call(SourcePtr base, std::string method);
 
   Kind kind() const { return kind_; }
   const SourcePtr& base() const { return base_; }
-  // Local/global/attribute name, the string key of an item, or "keys" /
-  // "values" for a dict entry.
+  // Local/global/attribute name, the string key of an item, "keys" /
+  // "values" for a dict entry, or the method a call source calls.
   const std::string& name() const { return name_; }
   bool is_index() const { return kind_ == Kind::kItem && is_index_; }
   int64_t index() const { return index_; }  // an item's index, a dict entry's position

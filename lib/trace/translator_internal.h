@@ -349,6 +349,11 @@ class Translator {
   // gives the literal); nullopt for other calls (numpy.cc).
   std::optional<absl::StatusOr<VarPtr>> NumpyArrayLiteral(const std::string& target, const std::vector<VarPtr>& args,
                                                           const Kwargs& kwargs);
+  // cls.__subclasses__(), storage.size() / nbytes() of a value the trace
+  // reached through a source: the answer, read through a call source the
+  // guards read again; nullopt for other calls.
+  std::optional<absl::StatusOr<VarPtr>> SourcedQuery(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                     const Kwargs& kwargs);
   // torch.get_autocast_dtype(device) and get_autocast_{gpu,cpu}_dtype(): the
   // dtype, read now and guarded; nullopt for other calls.
   std::optional<absl::StatusOr<VarPtr>> AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,

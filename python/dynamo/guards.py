@@ -19,6 +19,7 @@ _TOKEN = re.compile(r"""\s*(?:
       (?P<root>[LG])\[(?P<rootkey>'(?:[^'\\]|\\.)*')\]
     | sys\.modules\[(?P<module>'(?:[^'\\]|\\.)*')\]
     | \.(?P<entry>keys|values)\(\)\[(?P<pos>\d+)\]
+    | \.(?P<call>[A-Za-z_][A-Za-z0-9_]*)\(\)
     | \.(?P<attr>[A-Za-z_][A-Za-z0-9_]*)
     | \[(?P<index>-?\d+)\]
     | \[(?P<key>'(?:[^'\\]|\\.)*')\]
@@ -61,6 +62,20 @@ def _unquote(s):
     return s[1:-1].replace("\\'", "'").replace("\\\\", "\\")
 
 
+def _call_query(value, name):
+    """A call step: only the pure queries the trace reads through call
+    sources, each on its own type (a capture's guards are data: they must
+    not call anything else)."""
+    if name == "__subclasses__" and isinstance(value, type):
+        return type.__subclasses__(value)
+    torch = sys.modules.get("torch")
+    if torch is not None and ((name == "untyped_storage" and isinstance(value, torch.Tensor)) or
+                              (name in ("size", "nbytes") and type(value) is torch.UntypedStorage)):
+        return getattr(value, name)()
+    raise TypeError(f"a guard source may call only cls.__subclasses__(), tensor.untyped_storage() and "
+                    f"storage.size() / nbytes(), not {name}() of a {type(value).__name__}")
+
+
 def resolve_source(source, frame_locals, frame_globals):
     """The value a guard's source path names (raises LookupError/AttributeError)."""
     pos, value, started = 0, None, False
@@ -78,6 +93,8 @@ def resolve_source(source, frame_locals, frame_globals):
             raise ValueError(f"source {source!r} has no root")
         elif m.group("entry"):  # a dict's key or value by position
             value = list(getattr(value, m.group("entry"))())[int(m.group("pos"))]
+        elif m.group("call"):  # a pure query, called again: cls.__subclasses__()
+            value = _call_query(value, m.group("call"))
         elif m.group("attr"):
             value = getattr(value, m.group("attr"))
         elif m.group("index"):

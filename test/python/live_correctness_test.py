@@ -1540,6 +1540,44 @@ def modules_and_out_tensors_made_in_the_trace():
 
 
 @minimal
+def pure_queries_are_guarded_by_asking_again():
+    """cls.__subclasses__() and a tensor's storage size are answered at
+    trace time and guarded through the query itself: a subclass defined
+    later, or an input viewing a larger storage, recaptures."""
+    class Base:
+        pass
+
+    class Sub(Base):
+        pass
+
+    def subclasses():
+        return Base.__subclasses__()
+
+    def of_first(classes):
+        return classes[0].__subclasses__()
+
+    def by_storage(x):
+        if x.untyped_storage().size() // x.element_size() == 100:
+            return x + 1
+        return x - 1
+
+    ok = check("cls.__subclasses__()", subclasses, [()], expect_graphs=0, fullgraph=True)
+    opt = dynamo.optimize("eager", nopython=True)(subclasses)
+    first = opt()
+
+    class Later(Base):
+        pass
+
+    if first != [Sub] or opt() != [Sub, Later]:
+        FAILURES.append(f"__subclasses__: {first}, then {opt()} after a new subclass")
+        ok = False
+    ok &= check("__subclasses__ of an argument's item", of_first, [([Base, Sub],), ([Sub, Base],)], fullgraph=True)
+    own, view = torch.randn(10, 10), torch.randn(20, 10)[:10]
+    ok &= check("storage size", by_storage, [(own,), (view,), (own,)], expect_graphs=2, fullgraph=True)
+    return ok
+
+
+@minimal
 def fx_tracing_an_optimized_function():
     """torch.fx.symbolic_trace of an optimized function raises, as with
     torch._dynamo (FX would record the original code, not the capture);
