@@ -590,8 +590,9 @@ absl::Status Translator::OpContainsOp(Frame& f, const Instruction& in, std::opti
     f.stack.push_back(Var::Constant(python::FromBool(found != (in.arg == 1))));
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(found, Contains(container, item));
-  f.stack.push_back(Var::Constant(python::FromBool(found != (in.arg == 1))));
+  VarPtr computed;
+  ASSIGN_OR_RETURN(found, Contains(container, item, in.arg == 1 ? nullptr : &computed));
+  f.stack.push_back(computed ? computed : Var::Constant(python::FromBool(found != (in.arg == 1))));
   return absl::OkStatus();
 }
 

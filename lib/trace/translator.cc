@@ -1161,7 +1161,7 @@ absl::StatusOr<std::optional<VarPtr>> Translator::IteratorNext(const VarPtr& it)
   return std::nullopt;
 }
 
-absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr& item) {
+absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr& item, VarPtr* computed) {
   if (std::optional<absl::StatusOr<bool>> r = EnvironHas(container, item)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSpecial(container, "__contains__", {item})) {
     if (!r->ok()) return r->status();
@@ -1234,7 +1234,8 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
                    "membership is traced for Python values and containers of trackers");
   }
   // x in seq: any(x is e or x == e for e in seq).
-  for (const VarPtr& candidate : candidates) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const VarPtr& candidate = candidates[i];
     if (candidate == item ||
         (candidate->is_tensor() && item->is_tensor() && candidate->tensor_identity() == item->tensor_identity()) ||
         (!candidate->is_tensor() && !item->is_tensor() && candidate->object && item->object &&
@@ -1244,6 +1245,13 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
     absl::StatusOr<VarPtr> eq = Compare("==", item, candidate);
     if (!eq.ok()) return eq.status();
     if ((*eq)->kind != VarKind::kConstant) {
+      if (computed != nullptr && capture_scalars_ && i + 1 == candidates.size() && (*eq)->is_tensor()) {
+        // bool(e == x): the answer when nothing before it matched.
+        absl::StatusOr<VarPtr> truth = TensorItem(*eq, "__bool__");
+        if (!truth.ok()) return truth.status();
+        *computed = *truth;
+        return false;
+      }
       return Break(ir::GraphBreak::DATA_DEPENDENT_BRANCH, "'in' over tensors",
                    "membership of tensors depends on their values");
     }

@@ -641,8 +641,13 @@ class Translator {
   absl::StatusOr<bool> HasAttr(const VarPtr& v, const std::string& name);
   // A real function standing for one made during the trace (a code object).
   python::Object FunctionStandIn(const VarPtr& fn);
-  // `item in container` (CONTAINS_OP), with Python's semantics.
-  absl::StatusOr<bool> Contains(const VarPtr& container, const VarPtr& item);
+  // `item in container` (CONTAINS_OP), with Python's semantics. With
+  // `computed` given and numbers read from tensors captured
+  // (capture_scalars_), a membership that only the last element's tensor
+  // comparison decides (`1 in [x]`) is that comparison's truth, a number
+  // the graph computes: *computed is set to it (the bool returned is then
+  // meaningless).
+  absl::StatusOr<bool> Contains(const VarPtr& container, const VarPtr& item, VarPtr* computed = nullptr);
   absl::StatusOr<VarPtr> Wrap(const python::Object& obj, SourcePtr source);
   absl::StatusOr<VarPtr> WrapTensor(const python::Object& tensor, SourcePtr source);
   // Every real tensor reached from a source that is (or aliases) a graph

@@ -1578,6 +1578,29 @@ def pure_queries_are_guarded_by_asking_again():
 
 
 @minimal
+def membership_decided_by_a_tensor():
+    """`1 in [x]` under nopython is bool(x == 1), a number the graph
+    computes (eager's answer on each call, and its error for a tensor of
+    several elements); in a set, a tensor hashed by identity never equals
+    the number."""
+    def in_list(x):
+        x = x + 1
+        return 1 in [x]
+
+    def in_set(x):
+        x = x + 1
+        return 1 in {x}
+
+    ok = check("1 in [x]", in_list, [(torch.zeros(1),), (torch.ones(1),)], expect_graphs=1, fullgraph=True)
+    ok &= check("1 in {x}", in_set, [(torch.zeros(1),)], fullgraph=True)
+    raised = outcome(dynamo.optimize("eager", nopython=True)(in_list), torch.zeros(2))
+    if raised[0] != "raise" or not issubclass(raised[1], dynamo.TorchRuntimeError):
+        FAILURES.append(f"1 in [x] of two elements: {raised}")
+        ok = False
+    return ok
+
+
+@minimal
 def fx_tracing_an_optimized_function():
     """torch.fx.symbolic_trace of an optimized function raises, as with
     torch._dynamo (FX would record the original code, not the capture);
