@@ -166,7 +166,14 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallByPolicy(const VarPtr& fn,
                  "mark a plain function; call it with the object as an argument");
   }
   if (policy->kind == "constant") return CallConstantResult(fn, name, args, kwargs);
-  if (policy->kind == "allow") return CallAllowed(fn, name, policy->target, args, kwargs, "dynamo.allow_in_graph");
+  if (policy->kind == "allow") {
+    // A torch.library operator is registered on its first call
+    // (CallCustomOperator) and found here after.
+    const absl::string_view type = Py_TYPE(fn->object.get())->tp_name;
+    const bool op = absl::StartsWith(type, "OpOverload") || type == "CustomOpDef";
+    return CallAllowed(fn, name, policy->target, args, kwargs,
+                       op ? "a torch.library operator" : "dynamo.allow_in_graph");
+  }
   return std::nullopt;
 }
 
@@ -233,6 +240,11 @@ absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::stri
     }
   }
   absl::StatusOr<MetaCall> call = InferOnMeta(fn->object, values, kw, {.grad_enabled = grad_enabled_});
+  if (!call.ok() && why == "a torch.library operator" && WritesAndReturnsNothing(fn->object.get())) {
+    MetaCall written;  // no fake kernel needed: the schema says all
+    written.mutates_input = true;
+    call = std::move(written);
+  }
   if (!call.ok()) {
     return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                  absl::StrCat(name, " (", why, ") cannot be a graph node: ", call.status().message()),

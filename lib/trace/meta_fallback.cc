@@ -469,4 +469,38 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
   return call;
 }
 
+// No result, and the written tensors keep their metadata, as the schema's
+// alias annotation promises.
+bool WritesAndReturnsNothing(PyObject* op) {
+  Object overload = Object::Borrow(op);
+  Object names = Attr(op, "_overload_names");
+  python::ClearError();
+  if (names) {  // a packet: its one overload
+    if (!PyList_Check(names.get()) || PyList_GET_SIZE(names.get()) != 1) return false;
+    overload = Attr(op, python::AsString(Object::Borrow(PyList_GET_ITEM(names.get(), 0))).value_or("").c_str());
+    if (!overload) overload = Attr(op, "default");
+  }
+  Object schema = overload ? Attr(overload.get(), "_schema") : Object();
+  Object returns = schema ? Attr(schema.get(), "returns") : Object();
+  Object arguments = schema ? Attr(schema.get(), "arguments") : Object();
+  python::ClearError();
+  if (!returns || !arguments || PyObject_Length(returns.get()) != 0) {
+    python::ClearError();
+    return false;
+  }
+  Object fast = Object::Steal(PySequence_Fast(arguments.get(), ""));
+  if (!fast) {
+    python::ClearError();
+    return false;
+  }
+  bool writes = false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
+    Object alias = Attr(PySequence_Fast_GET_ITEM(fast.get(), i), "alias_info");
+    Object is_write = alias && alias.get() != Py_None ? Attr(alias.get(), "is_write") : Object();
+    writes |= is_write && is_write.get() == Py_True;
+  }
+  python::ClearError();
+  return writes;
+}
+
 }  // namespace dynamo::trace

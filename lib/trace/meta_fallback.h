@@ -88,4 +88,10 @@ struct MetaCall {
 // the GIL.
 [[nodiscard]] python::Object TorchOperator(absl::string_view name);
 
+// True for a torch.ops operator (an OpOverload, or a packet of one
+// overload) whose schema returns nothing and writes into an argument
+// (`(Tensor(a!) x) -> ()`): what a call does to the trace's tensors needs
+// no kernel to describe. Needs the GIL.
+[[nodiscard]] bool WritesAndReturnsNothing(PyObject* op);
+
 }  // namespace dynamo::trace

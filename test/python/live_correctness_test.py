@@ -375,6 +375,12 @@ def custom_operators_in_the_graph():
     try:
         torch.library.define("dynamo_test::shifted", "(Tensor x, float k) -> Tensor", lib=lib)
         torch.library.impl("dynamo_test::shifted", "CompositeImplicitAutograd", lambda x, k: x + k, lib=lib)
+        # Writes into its argument and returns nothing: no fake kernel is
+        # needed, the schema says what the call does (kept in the graph).
+        torch.library.define("dynamo_test::halve_", "(Tensor(a!) x) -> ()", lib=lib)
+        def halve(x):
+            x.mul_(0.5)
+        torch.library.impl("dynamo_test::halve_", "cpu", halve, lib=lib)
 
         @torch.library.custom_op("dynamo_test::scaled", mutates_args=())
         def scaled(x: torch.Tensor, k: float) -> torch.Tensor:
@@ -385,8 +391,10 @@ def custom_operators_in_the_graph():
             return torch.empty_like(x)
 
         def f(x):
+            y = x.clone()
+            torch.ops.dynamo_test.halve_(y[1:])  # through a view
             return (torch.ops.dynamo_test.shifted(x, 1.5) * torch.ops.dynamo_test.shifted.default(x, -1.0) +
-                    scaled(x, 3.0) + torch.ops.dynamo_test.scaled(x, 0.5))
+                    scaled(x, 3.0) + torch.ops.dynamo_test.scaled(x, 0.5) + y)
 
         x = torch.randn(4, 3)
         for backend in ("eager", "aot_eager", "inductor"):
