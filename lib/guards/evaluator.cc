@@ -199,7 +199,14 @@ std::string IdentityName(PyObject* o) {
     return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
   }
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
-  return absl::StrCat("instance of ", AttrText(type, "__module__"), ".", AttrText(type, "__qualname__"));
+  std::string type_module = AttrText(type, "__module__"), type_name = AttrText(type, "__qualname__");
+  if (type_module == "torch" && (type_name == "dtype" || type_name == "layout" || type_name == "memory_format")) {
+    Object repr = Object::Steal(PyObject_Repr(o));  // torch's singletons name themselves: "torch.float32"
+    absl::StatusOr<std::string> text = repr ? python::AsString(repr) : absl::UnknownError("repr");
+    python::ClearError();
+    if (text.ok()) return *text;
+  }
+  return absl::StrCat("instance of ", type_module, ".", type_name);
 }
 
 // A type as it was when a fast path was planned: valid while the object's

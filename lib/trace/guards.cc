@@ -77,7 +77,11 @@ std::string IdentityName(const python::Object& value) {
     return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
   }
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
-  return absl::StrCat("instance of ", attr(type, "__module__"), ".", attr(type, "__qualname__"));
+  std::string type_module = attr(type, "__module__"), type_name = attr(type, "__qualname__");
+  if (type_module == "torch" && (type_name == "dtype" || type_name == "layout" || type_name == "memory_format")) {
+    return python::Repr(value);  // torch's singletons name themselves: "torch.float32"
+  }
+  return absl::StrCat("instance of ", type_module, ".", type_name);
 }
 
 void GuardSet::IdMatch(const SourcePtr& source, const python::Object& value) {

@@ -125,6 +125,8 @@ def identity_name(value):
         module = getattr(value, "__module__", None)
         return f"{module}.{qualname}" if module else qualname
     t = type(value)
+    if t.__module__ == "torch" and t.__qualname__ in ("dtype", "layout", "memory_format"):
+        return repr(value)  # torch's singletons name themselves: "torch.float32"
     return f"instance of {t.__module__}.{t.__qualname__}"
 
 
