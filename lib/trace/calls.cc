@@ -767,9 +767,10 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   std::vector<ops::Value> values;
   std::vector<ops::Kwarg> kw;
   if (std::optional<absl::StatusOr<VarPtr>> size = SymbolicSizeCall(target, args, kwargs)) return *std::move(size);
+  if (std::optional<absl::StatusOr<VarPtr>> t = TensorOfScalars(target, args, kwargs)) return *std::move(t);
   bool scalar_operands = false;
   for (const VarPtr& a : args) {
-    if (a->kind == VarKind::kScalar) {  // ScalarOperands gives it a stand-in
+    if (a->kind == VarKind::kScalar || HoldsScalar(a)) {  // ScalarOperands gives it a stand-in
       scalar_operands = true;
       values.emplace_back();
       continue;

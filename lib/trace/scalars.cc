@@ -212,6 +212,82 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ScalarConversion(const std::st
   return absl::StatusOr<VarPtr>(NewScalar(node, builtin));
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::TensorOfScalars(const std::string& target,
+                                                                   const std::vector<VarPtr>& args,
+                                                                   const Kwargs& kwargs) {
+  if (target != "torch.tensor" || args.size() != 1 || !HoldsScalar(args[0])) return std::nullopt;
+  const ops::OpEntry* entry = registry_.Find(target);
+  if (entry == nullptr) return std::nullopt;
+  // The registry says the dtype and sizes, from the data's Python types
+  // and nesting (a stand-in per number) and the keywords.
+  absl::StatusOr<ops::Value> data = StandIn(args[0]);
+  if (!data.ok()) return absl::StatusOr<VarPtr>(data.status());
+  std::vector<ops::Kwarg> kw;
+  Kwargs where;  // dtype and device, for each piece
+  for (const auto& [name, value] : kwargs) {
+    absl::StatusOr<ops::Value> v = ToValue(value, /*specialize=*/false);
+    if (!v.ok() || (name == "requires_grad" && !(v->is_bool() && !v->as_bool()))) {
+      return absl::StatusOr<VarPtr>(ScalarValueNeeded(args[0], absl::StrCat(target, "(", name, "=)")));
+    }
+    kw.push_back({name, *v});
+    if (name == "device") where.push_back({name, value});
+  }
+  absl::StatusOr<ops::Value> result = entry->Infer({*std::move(data)}, kw);
+  if (!result.ok() || !result->is_tensor()) {
+    return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::OP_FAILS,
+                                        absl::StrCat(target, " would raise: ", result.status().message()),
+                                        "the data's lists must nest evenly"));
+  }
+  absl::StatusOr<VarPtr> dtype = FromValue(ops::Value(result->as_tensor().dtype));
+  if (!dtype.ok()) return absl::StatusOr<VarPtr>(dtype.status());
+  where.push_back({"dtype", *dtype});
+  // torch.tensor copies Python numbers: a number the graph computes is a
+  // 0-d torch.full of it, and lists are stacks of their items. torch's
+  // compilers trace these again on fake tensors, which torch.tensor of an
+  // unknown number defeats.
+  std::function<absl::StatusOr<VarPtr>(const VarPtr&)> build = [&](const VarPtr& v) -> absl::StatusOr<VarPtr> {
+    if (v->kind != VarKind::kList && v->kind != VarKind::kTuple) {
+      return CallOp("torch.full", ir::Node::CALL_FUNCTION, {Var::Constant(Object::Steal(PyTuple_New(0))), v}, where);
+    }
+    std::vector<VarPtr> items;
+    for (const VarPtr& item : v->items) {
+      absl::StatusOr<VarPtr> t = build(item);
+      if (!t.ok()) return t;
+      items.push_back(*t);
+    }
+    VarPtr list = Var::OfKind(VarKind::kList, Object());
+    list->items = std::move(items);
+    return CallOp("torch.stack", ir::Node::CALL_FUNCTION, {list}, {});
+  };
+  return build(args[0]);
+}
+
+bool Translator::HoldsScalar(const VarPtr& v) {
+  if (v->kind == VarKind::kScalar) return true;
+  if (v->kind != VarKind::kList && v->kind != VarKind::kTuple) return false;
+  for (const VarPtr& item : v->items) {
+    if (HoldsScalar(item)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<ops::Value> Translator::StandIn(const VarPtr& v) {
+  // A number the graph computes: one of its Python type (1, 1.0 or True).
+  if (v->kind == VarKind::kScalar) {
+    if (v->name == "float") return ops::Value(1.0);
+    if (v->name == "bool") return ops::Value(true);
+    return ops::Value(int64_t{1});
+  }
+  if (!HoldsScalar(v)) return ToValue(v, /*specialize=*/false);
+  ops::ValueList list{{}, v->kind == VarKind::kTuple};
+  for (const VarPtr& item : v->items) {
+    absl::StatusOr<ops::Value> s = StandIn(item);
+    if (!s.ok()) return s.status();
+    list.items.push_back(*std::move(s));
+  }
+  return ops::Value(std::move(list));
+}
+
 absl::Status Translator::ScalarOperands(const ops::OpEntry& entry, const std::vector<VarPtr>& args,
                                         const Kwargs& kwargs, std::vector<ops::Value>& values,
                                         std::vector<ops::Kwarg>& kw) {
@@ -222,21 +298,20 @@ absl::Status Translator::ScalarOperands(const ops::OpEntry& entry, const std::ve
                                          "torch.masked_fill"};
   bool by_type = (entry.tags() & ops::kPointwise) != 0;
   for (const char* name : kFillOps) by_type |= entry.name() == name;
-  // A stand-in of the same Python type for the registry: 1, 1.0 or True.
-  auto stand_in = [](const VarPtr& v) {
-    if (v->name == "float") return ops::Value(1.0);
-    if (v->name == "bool") return ops::Value(true);
-    return ops::Value(int64_t{1});
-  };
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i]->kind != VarKind::kScalar) continue;
+    if (!HoldsScalar(args[i])) continue;
+    if (args[i]->kind != VarKind::kScalar) return ScalarValueNeeded(args[i], entry.name());
     if (!by_type) return ScalarValueNeeded(args[i], entry.name());
-    values[i] = stand_in(args[i]);
+    absl::StatusOr<ops::Value> v = StandIn(args[i]);
+    if (!v.ok()) return v.status();
+    values[i] = *std::move(v);
   }
   for (size_t i = 0; i < kwargs.size(); ++i) {
     if (kwargs[i].second->kind != VarKind::kScalar) continue;
     if (!by_type) return ScalarValueNeeded(kwargs[i].second, absl::StrCat(entry.name(), "(", kwargs[i].first, "=)"));
-    kw[i].value = stand_in(kwargs[i].second);
+    absl::StatusOr<ops::Value> v = StandIn(kwargs[i].second);
+    if (!v.ok()) return v.status();
+    kw[i].value = *std::move(v);
   }
   return absl::OkStatus();
 }

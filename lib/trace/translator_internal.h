@@ -739,6 +739,16 @@ class Translator {
   std::optional<absl::StatusOr<VarPtr>> ScalarUnary(const std::string& op, const VarPtr& v);
   // int(v) / float(v) of a kScalar, or of a tensor where scalars are captured.
   std::optional<absl::StatusOr<VarPtr>> ScalarConversion(const std::string& builtin, const VarPtr& v);
+  // torch.tensor(data) of data holding numbers the graph computes: stacks
+  // of 0-d torch.full nodes, of the dtype torch.tensor gives; nullopt for
+  // other calls.
+  std::optional<absl::StatusOr<VarPtr>> TensorOfScalars(const std::string& target, const std::vector<VarPtr>& args,
+                                                        const Kwargs& kwargs);
+  // A list or tuple holding a number the graph computes (at any depth).
+  bool HoldsScalar(const VarPtr& v);
+  // The registry's view of a value holding such numbers: each replaced by
+  // one of its Python type.
+  absl::StatusOr<ops::Value> StandIn(const VarPtr& v);
   // An op call's kScalar arguments: stand-ins of their type in `values` /
   // `kw` where the op's metadata depends on the type alone, else a break.
   absl::Status ScalarOperands(const ops::OpEntry& entry, const std::vector<VarPtr>& args, const Kwargs& kwargs,

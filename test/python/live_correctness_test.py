@@ -1609,6 +1609,35 @@ def membership_decided_by_a_tensor():
 
 
 @minimal
+def tensors_of_computed_numbers():
+    """torch.tensor() of numbers the graph computes (Tensor.item() under
+    nopython), nested in lists or alone, with or without a dtype: eager's
+    values, dtype and shape, in one graph that torch's own compilers take."""
+    def one(v):
+        return torch.tensor([v.item()])
+
+    def nested(v):
+        return torch.tensor([[v.item()], [2.0]])
+
+    def alone(v):
+        return torch.tensor(v.sum().item())
+
+    def typed(v):
+        return torch.tensor([int(v.item()), 3], dtype=torch.float64) * 2
+
+    ok = True
+    r = torch.randn(1) * 4
+    for fn in (one, nested, alone, typed):
+        ok &= check(f"torch.tensor of computed numbers ({fn.__name__})", fn, [(r,), (r + 1,)], expect_graphs=1,
+                    fullgraph=True)
+        got = dynamo.optimize("aot_eager", nopython=True)(fn)(r)
+        if not same(got, fn(r)):
+            FAILURES.append(f"torch.tensor of computed numbers ({fn.__name__}), aot_eager: {got} != {fn(r)}")
+            ok = False
+    return ok
+
+
+@minimal
 def fx_tracing_an_optimized_function():
     """torch.fx.symbolic_trace of an optimized function raises, as with
     torch._dynamo (FX would record the original code, not the capture);
