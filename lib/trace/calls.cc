@@ -770,7 +770,7 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
   if (std::optional<absl::StatusOr<VarPtr>> t = TensorOfScalars(target, args, kwargs)) return *std::move(t);
   bool scalar_operands = false;
   for (const VarPtr& a : args) {
-    if (a->kind == VarKind::kScalar || HoldsScalar(a)) {  // ScalarOperands gives it a stand-in
+    if (HoldsScalar(a)) {  // ScalarOperands gives it a stand-in
       scalar_operands = true;
       values.emplace_back();
       continue;

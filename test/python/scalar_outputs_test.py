@@ -10,7 +10,8 @@ one-element tensor under nopython=True (fullgraph) or config.capture_scalar_outp
   breaks allowed, a graph break and eager's result; under nopython=True,
   dynamo.Unsupported naming the use, never a guessed value or a crash.
 - OFF: without the switch, item() breaks the graph as before.
-- RAISES: item() of a tensor with two elements raises what eager raises.
+- RAISES: item() of a tensor with two elements raises what eager raises
+  (under nopython, dynamo.TorchRuntimeError: the op fails on the traced inputs).
 - BACKENDS: aot_eager and inductor compile a graph holding item()/tolist().
 - OFFLINE: dynamo._C.capture (dynamo-export) keeps item() in the graph with
   scalar metadata; the loaded graph equals eager.
@@ -109,6 +110,9 @@ CAPTURED = [
     ("int_into_int_tensor_op", lambda x: (lambda n: (x + n, x * n, torch.full((2,), n), x // (abs(n) + 1)))(
         x.sum().item()),
      [(F([1, 2, 3]),), (F([-5, 2, 1]),), (F([7, 7, 7]),)]),
+    ("into_tensor_data", lambda x: (torch.tensor([x.sum().item(), 1.0]), torch.tensor(x.max().item()),
+                                    torch.tensor([[int(x.min().item())], [2]], dtype=torch.float64)),
+     [(torch.randn(3),) for _ in range(3)]),
     ("in_containers", lambda x: {"s": x.sum().item(), "l": [x.max().item(), (x.min().item(),)]},
      [(torch.randn(3),) for _ in range(3)]),
     ("through_inlined_call", lambda x: helper(x.sum().item(), 3) + helper(x.max().item(), 0.5),
@@ -154,9 +158,6 @@ def needs_value_cases():
     def size(x):
         return torch.ones(x.max().int().item()), x.expand(x.max().int().item(), 3)
 
-    def tensor_of(x):
-        return torch.tensor([x.sum().item(), 1.0])
-
     def tensor_index(x):
         return x[x.max().int().item()]
 
@@ -187,7 +188,7 @@ def needs_value_cases():
 
     # (name, function, inputs): inputs valid in eager for every case.
     return [(f.__name__, f, (F([1.0, 2.0, 0.5]),)) for f in
-            (branch, equality, truth, not_, range_of, list_index, dict_keys_that_may_be_equal, text, size, tensor_of, tensor_index,
+            (branch, equality, truth, not_, range_of, list_index, dict_keys_that_may_be_equal, text, size, tensor_index,
              math_floor, min_of, method_of, membership, two_scalars, int_power_of_int, type_and_hash)] + \
         [("split_sizes", split_sizes, (torch.randn(9), F([3, 6])))]
 
@@ -264,14 +265,16 @@ def run_off_and_raises():
     def two(x):
         return x.item()
 
-    for compiled in (dynamo.optimize("eager", nopython=True)(two), dynamo.optimize("eager")(two)):
+    for nopython in (True, False):
+        compiled = dynamo.optimize("eager", nopython=nopython)(two)
         dynamo.reset()
         dynamo.config.capture_scalar_outputs = True
         try:
             compiled(torch.randn(2))
             fail("raises", "item() of two elements returned")
-        except dynamo.Unsupported:
-            pass  # nopython: the break is the error
+        except dynamo.TorchRuntimeError:
+            if not nopython:  # with breaks allowed Python runs it: eager's own error
+                fail("raises", "TorchRuntimeError with breaks allowed")
         except (RuntimeError, ValueError) as e:
             try:
                 two(torch.randn(2))
