@@ -208,6 +208,7 @@ class Runtime:
         self.captures_made = _History()   # Capture protos
         self.break_records = _History()   # GraphBreak protos
         self.generated_code = _History()  # rewritten and resume code objects
+        self._resume_codes = {}  # resume code -> the first equal one made (bounded by the program's text)
         # Per capture, seconds in each phase of its first call: trace and
         # rewrite (C++), graph (the GraphModule), backend; the guards are
         # compiled after (dynamo._C.cache_stats()["guard_compile_seconds"]).
@@ -223,6 +224,7 @@ class Runtime:
         """Drops this Runtime's own cache, warnings and automatic-dynamic
         history (dynamo.reset(); the frame evaluator's caches go there too)."""
         self.cache.clear()
+        self._resume_codes.clear()
         self.warned.clear()
         self._seen_sizes.clear()
         self._dynamic_dims.clear()
@@ -449,6 +451,13 @@ class Runtime:
         for name, value in result["objects"]:  # what no import path names (a class the trace made)
             installed.add(name, value)
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
+            # Paths that join meet at the same resume code (code objects
+            # compare by content): one code object, so one cache and its
+            # captures, instead of one per path (2^n after n branches).
+            try:
+                code = self._resume_codes.setdefault(code, code)
+            except TypeError:  # a constant that cannot be hashed: this code stays its own
+                pass
             installed.add(name, _Resume(self, code, globals_, capture_it, takes_closure))
             self.generated_code.append(code)
             if not capture_it:

@@ -1638,6 +1638,34 @@ def tensors_of_computed_numbers():
 
 
 @minimal
+def paths_that_join_share_resume_code():
+    """Breaks at two tensor branches: the four paths give eager's results,
+    and resume code equal to one already made is that one (one cache): 8
+    captures, where one resume per path made 10 (torch._dynamo makes 5: it
+    resumes a resume function from the original code, which we do not yet)."""
+    def two(x, c1, c2):
+        x = x + 1
+        if c1:
+            x = x + 2
+        x = x + 3
+        if c2:
+            x = x + 4
+        return x + 5
+
+    t, f, v = torch.tensor([True]), torch.tensor([False]), torch.randn(3)
+    calls = [(v, a, b) for a in (t, f) for b in (t, f)]
+    ok = check("paths that join", two, calls + calls)
+    counter = Counter()
+    opt = dynamo.optimize(counter)(two)
+    for args in calls + calls:
+        opt(*args)
+    if counter.graphs > 8:
+        FAILURES.append(f"paths that join: {counter.graphs} captures, expected at most 8")
+        ok = False
+    return ok
+
+
+@minimal
 def fx_tracing_an_optimized_function():
     """torch.fx.symbolic_trace of an optimized function raises, as with
     torch._dynamo (FX would record the original code, not the capture);
