@@ -226,7 +226,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::TensorOfScalars(const std::str
   Kwargs where;  // dtype and device, for each piece
   for (const auto& [name, value] : kwargs) {
     absl::StatusOr<ops::Value> v = ToValue(value, /*specialize=*/false);
-    if (!v.ok() || (name == "requires_grad" && !(v->is_bool() && !v->as_bool()))) {
+    // dtype and device are given to each piece; requires_grad=True and
+    // pin_memory=True have no piecewise form.
+    const bool off = v.ok() && v->is_bool() && !v->as_bool();
+    if (!v.ok() || (name != "dtype" && name != "device" && !off)) {
       return absl::StatusOr<VarPtr>(ScalarValueNeeded(args[0], absl::StrCat(target, "(", name, "=)")));
     }
     kw.push_back({name, *v});

@@ -451,9 +451,10 @@ class Runtime:
         for name, value in result["objects"]:  # what no import path names (a class the trace made)
             installed.add(name, value)
         for name, code, capture_it, takes_closure, _offset in result["resumes"]:
-            # Paths that join meet at the same resume code (code objects
+            # Paths that join meet at equal resume code (code objects
             # compare by content): one code object, so one cache and its
-            # captures, instead of one per path (2^n after n branches).
+            # captures, not one per path. (A resume of a resume function
+            # keeps that function's offsets, so deeper joins still differ.)
             try:
                 code = self._resume_codes.setdefault(code, code)
             except TypeError:  # a constant that cannot be hashed: this code stays its own
