@@ -1443,8 +1443,11 @@ std::optional<absl::StatusOr<VarPtr>> Translator::SourcedQuery(const VarPtr& fn,
       fn->source->kind() != Source::Kind::kAttr) {
     return std::nullopt;
   }
-  const std::string& name = fn->source->name();  // the name first: every C call the trace makes passes here
+  // The name first (every C call the trace makes passes here): the C
+  // function's own, which the guards call again by the source's name.
+  const std::string& name = fn->source->name();
   if (name != "__subclasses__" && name != "size" && name != "nbytes") return std::nullopt;
+  if (name != reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name) return std::nullopt;
   PyObject* self = PyCFunction_GET_SELF(fn->object.get());
   bool query = false;
   if (self != nullptr && PyType_Check(self)) {
