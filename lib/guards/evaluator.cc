@@ -1909,8 +1909,10 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       // named by the guard: the same as python/dynamo/guards.py.
       static const auto* kStates = new absl::flat_hash_map<std::string, std::string>{
           {"grad_mode", "is_grad_enabled"},
+          // torch.is_autocast_enabled(device): partials of it, built below
+          // (is_autocast_cpu_enabled() warns that it is deprecated).
           {"is_autocast_enabled", "is_autocast_enabled"},
-          {"is_autocast_cpu_enabled", "is_autocast_cpu_enabled"},
+          {"is_autocast_cpu_enabled", "is_autocast_enabled"},
           {"is_inference_mode_enabled", "is_inference_mode_enabled"},
           // The C binding: torch.are_deterministic_algorithms_enabled is a
           // Python wrapper, and guards run no Python functions.
@@ -1933,10 +1935,13 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       auto state = kStates->find(g.source());
       absl::StatusOr<Object> reader = state == kStates->end() ? absl::StatusOr<Object>(absl::NotFoundError(g.source()))
                                                               : TorchAttr(state->second);
-      if (reader.ok() && (g.source() == "autocast_gpu_dtype" || g.source() == "autocast_cpu_dtype")) {
+      const bool per_device = g.source() == "autocast_gpu_dtype" || g.source() == "autocast_cpu_dtype" ||
+                              g.source() == "is_autocast_enabled" || g.source() == "is_autocast_cpu_enabled";
+      if (reader.ok() && per_device) {
         absl::StatusOr<Object> functools = python::Import("functools");
         Object partial = functools.ok() ? Object::Steal(PyObject_GetAttrString(functools->get(), "partial")) : Object();
-        Object device = python::FromString(g.source() == "autocast_gpu_dtype" ? "cuda" : "cpu");
+        const bool cpu = g.source() == "autocast_cpu_dtype" || g.source() == "is_autocast_cpu_enabled";
+        Object device = python::FromString(cpu ? "cpu" : "cuda");
         reader = partial ? python::Call(partial, {*reader, device}) : absl::StatusOr<Object>(absl::UnknownError(""));
       }
       if (!reader.ok() || !PyCallable_Check(reader->get())) {

@@ -697,8 +697,11 @@ class Emitter {
         CalleeLoaded();
         Call(0);
         return absl::OkStatus();
+      case VarKind::kAutocast:
+        if (v->source) return LoadSource(v->source);
+        return NewAutocast(v);
       case VarKind::kMethod:
-        if (trace::IsGradModeExit(v)) return Unrebuildable("the exit of a with block away from its stack slot");
+        if (trace::IsReenteredExit(v)) return Unrebuildable("the exit of a with block away from its stack slot");
         if (absl::Status s = Load(v->self); !s.ok()) return s;
         EmitName(op::kLoadAttr, Name(v->name));
         return absl::OkStatus();
@@ -809,7 +812,7 @@ class Emitter {
   absl::Status Keep(const VarPtr& v) {
     // A with block's exit is entered at its turn (EnterGradMode), not early.
     if (!v || v->kind == VarKind::kNull || v->kind == VarKind::kConstant || memo_.contains(v.get()) ||
-        trace::IsGradModeExit(v)) {
+        trace::IsReenteredExit(v)) {
       return absl::OkStatus();
     }
     if (absl::Status s = Load(v); !s.ok()) return s;
@@ -932,6 +935,43 @@ class Emitter {
     Emit(op::kStoreFast, t);
     memo_[exit.get()] = t;
     return t;
+  }
+  // A `with torch.autocast(...):` block the trace stopped inside, entered
+  // again for real (the graph left it at its end): a new torch.amp.autocast
+  // of the same device, dtype and switches, its __enter__ run, and its bound
+  // __exit__ kept in a temp for the stack slot the resume function takes.
+  absl::StatusOr<int> EnterAutocast(const VarPtr& exit) {
+    if (absl::Status s = NewAutocast(exit->self); !s.ok()) return s;
+    Emit(op::kBeforeWith);
+    Emit(op::kPopTop);
+    int t = NewTemp();
+    Emit(op::kStoreFast, t);
+    memo_[exit.get()] = t;
+    return t;
+  }
+  // torch.amp.autocast_mode.autocast(device_type, dtype, enabled, cache_enabled)
+  // as `v`'s object has them (the spellings of torch.cpu.amp / torch.cuda.amp
+  // made the same object, less their deprecation warnings).
+  absl::Status NewAutocast(const VarPtr& v) {
+    PyObject* o = v->object.get();
+    Object device = Object::Steal(PyObject_GetAttrString(o, "device"));
+    Object dtype = Object::Steal(PyObject_GetAttrString(o, "fast_dtype"));
+    Object enabled = Object::Steal(PyObject_GetAttrString(o, "_enabled"));
+    Object cache = Object::Steal(PyObject_GetAttrString(o, "_cache_enabled"));
+    python::ClearError();
+    if (!device || !PyUnicode_Check(device.get()) || !dtype || !enabled || !PyBool_Check(enabled.get()) || !cache ||
+        !PyBool_Check(cache.get())) {
+      return Unrebuildable("a torch.autocast object without its device, dtype or switches");
+    }
+    BeginCall();
+    ImportPath({"torch", "amp", "autocast_mode"}, {"autocast"});
+    CalleeLoaded();
+    LoadConst(device);
+    if (absl::Status s = LoadObject(dtype); !s.ok()) return s;
+    LoadConst(enabled);
+    LoadConst(cache);
+    Call(4);
+    return absl::OkStatus();
   }
   void SetGradEnabled(bool enabled) {
     BeginCall();
@@ -1295,22 +1335,32 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
   // instruction runs: a mutable value it changes is the same object after.
   std::vector<int> deep_temps(deep, -1), local_temps;
   for (size_t i = 0; i < deep; ++i) {
-    if (st.stack[i]->kind == VarKind::kNull || trace::IsGradModeExit(st.stack[i])) continue;
+    if (st.stack[i]->kind == VarKind::kNull || trace::IsReenteredExit(st.stack[i])) continue;
     if (absl::Status status = e.Load(st.stack[i]); !status.ok()) return status;
     deep_temps[i] = e.NewTemp();
     e.Emit(op::kStoreFast, deep_temps[i]);
   }
-  // The `with torch.no_grad()` blocks it stopped inside, outermost first,
-  // entered again; then the mode the trace had there. Should the stopping
-  // instruction raise, a handler exits them (innermost first) and re-raises,
-  // as the blocks' own handlers would; the resume function has those.
+  // The `with torch.no_grad()` and `with torch.autocast()` blocks it stopped
+  // inside, outermost first, entered again; then the grad mode the trace had
+  // there. Should the stopping instruction raise, a handler exits them
+  // (innermost first) and re-raises, as the blocks' own handlers would; the
+  // resume function has those.
   std::vector<int> exits;
+  bool grad_blocks = false;
   for (size_t i = 0; i < deep; ++i) {
-    if (!trace::IsGradModeExit(st.stack[i])) continue;
-    deep_temps[i] = e.EnterGradMode(st.stack[i]);
+    if (trace::IsGradModeExit(st.stack[i])) {
+      deep_temps[i] = e.EnterGradMode(st.stack[i]);
+      grad_blocks = true;
+    } else if (trace::IsAutocastExit(st.stack[i])) {
+      absl::StatusOr<int> t = e.EnterAutocast(st.stack[i]);
+      if (!t.ok()) return t.status();
+      deep_temps[i] = *t;
+    } else {
+      continue;
+    }
     exits.push_back(deep_temps[i]);
   }
-  if (!exits.empty()) e.SetGradEnabled(st.grad_enabled);
+  if (grad_blocks) e.SetGradEnabled(st.grad_enabled);
   const int protect_start = static_cast<int>(e.instructions().size());
   for (int slot : passed) {
     if (absl::Status status = e.Load(st.locals[static_cast<size_t>(slot)]); !status.ok()) return status;

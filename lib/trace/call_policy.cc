@@ -239,7 +239,7 @@ absl::StatusOr<VarPtr> Translator::CallAllowed(const VarPtr& fn, const std::stri
       kw.push_back({kwargs[i - args.size()].first, *std::move(v)});
     }
   }
-  absl::StatusOr<MetaCall> call = InferOnMeta(fn->object, values, kw, {.grad_enabled = grad_enabled_});
+  absl::StatusOr<MetaCall> call = InferOnMeta(fn->object, values, kw, CallOptions(values, kw));
   if (!call.ok() && why == "a torch.library operator" && WritesAndReturnsNothing(fn->object.get())) {
     MetaCall written;  // no fake kernel needed: the schema says all
     written.mutates_input = true;

@@ -33,6 +33,8 @@ bool MadeInTrace(const VarPtr& fn) {
 
 using python::Object;
 
+}  // namespace
+
 // torch's own attributes ("nn.Module", "no_grad", "_C._is_tracing"), resolved
 // once per process: they are looked up on every wrapped value.
 Object TorchAttr(const char* dotted) {
@@ -56,6 +58,8 @@ Object TorchAttr(const char* dotted) {
   (*cache)[dotted] = obj;
   return obj;
 }
+
+namespace {
 
 bool IsInstanceOf(PyObject* obj, const char* torch_class) {
   Object cls = TorchAttr(torch_class);
@@ -829,6 +833,16 @@ absl::StatusOr<VarPtr> Translator::CallOp(const std::string& target, ir::Node::K
                  "cannot hold; use the out-of-place form");
   }
   absl::StatusOr<ops::Value> result = entry->Infer(values, kw);
+  // Under autocast torch's autocast kernels decide the dtypes (inputs cast
+  // to the low-precision dtype, or to float32): asked of torch itself.
+  if (std::optional<absl::StatusOr<MetaCall>> cast = InferUnderAutocast(target, values, kw)) {
+    if (!cast->ok() && result.ok()) {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                   absl::StrCat(target, " under autocast: ", cast->status().message()),
+                   "the dtypes autocast gives it are known only from torch's own kernels");
+    }
+    if (cast->ok() && (!result.ok() || !TakeAutocastDTypes(*result, (*cast)->result))) result = (*cast)->result;
+  }
   if (!result.ok()) {
     return Break(ir::GraphBreak::OP_FAILS,
                  absl::StrCat(target, " would raise: ", result.status().message()),
@@ -1209,6 +1223,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       }
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructTorchModule(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructLegacyTensor(fn, args, kwargs)) return *std::move(r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = ConstructAutocast(fn, args, kwargs)) return *std::move(r);
       if (std::optional<absl::StatusOr<VarPtr>> r = ConstructUserObject(fn, args, kwargs)) return *std::move(r);
       return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                    absl::StrCat("constructing ", python::Repr(fn->object)),
@@ -1247,8 +1262,7 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
       }
       // Interpreter-wide state that shapes torch's Python code paths: read
       // now, guarded, and constant in the graph.
-      for (const char* state : {"is_autocast_enabled", "is_autocast_cpu_enabled",
-                                "is_inference_mode_enabled"}) {
+      for (const char* state : {"is_inference_mode_enabled"}) {
         if (Object f = TorchAttr(state); f && f.get() == fn->object.get() && args.empty()) {
           absl::StatusOr<Object> value = python::Call(f);
           if (!value.ok()) return value.status();
@@ -1256,9 +1270,9 @@ absl::StatusOr<VarPtr> Translator::Call(const VarPtr& fn, std::vector<VarPtr> ar
           return Var::Constant(*value);
         }
       }
-      // The dtypes autocast would use (torch.get_autocast_dtype("cuda") and
-      // the older spellings): read now, guarded.
-      if (std::optional<absl::StatusOr<VarPtr>> r = AutocastDType(fn, args, kwargs)) return *std::move(r);
+      // Autocast's state (torch.is_autocast_enabled(), get_autocast_dtype()):
+      // the trace's own, as traced autocast blocks set it (autocast.cc).
+      if (std::optional<absl::StatusOr<VarPtr>> r = AutocastQuery(fn, args, kwargs)) return *std::move(r);
       // Read at trace time: the default dtype is guarded (default_dtype);
       // the private backend's name changes at most once, when a backend
       // registers at start-up (torch._dynamo folds it too); nothing is
@@ -1460,34 +1474,6 @@ std::optional<absl::StatusOr<VarPtr>> Translator::SourcedQuery(const VarPtr& fn,
   Object answer = Object::Steal(PyObject_CallNoArgs(fn->object.get()));
   if (!answer) return absl::StatusOr<VarPtr>(python::FetchError(name));
   return Wrap(answer, Source::Call(fn->source->base(), name));
-}
-
-std::optional<absl::StatusOr<VarPtr>> Translator::AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,
-                                                                 const Kwargs& kwargs) {
-  // The C function's own name first (a field, no lookup): this runs for
-  // every C function the trace calls.
-  if (!PyCFunction_Check(fn->object.get()) ||
-      !absl::StartsWith(reinterpret_cast<PyCFunctionObject*>(fn->object.get())->m_ml->ml_name, "get_autocast")) {
-    return std::nullopt;
-  }
-  std::string device;
-  Object gpu = TorchAttr("get_autocast_gpu_dtype"), cpu = TorchAttr("get_autocast_cpu_dtype");
-  Object any = TorchAttr("get_autocast_dtype");
-  if (gpu && fn->object.get() == gpu.get() && args.empty() && kwargs.empty()) device = "cuda";
-  if (cpu && fn->object.get() == cpu.get() && args.empty() && kwargs.empty()) device = "cpu";
-  if (any && fn->object.get() == any.get() && args.size() == 1 && kwargs.empty() && args[0]->is_constant() &&
-      PyUnicode_Check(args[0]->object.get())) {
-    device = python::AsString(args[0]->object).value_or("");
-  }
-  if (device != "cuda" && device != "cpu") return std::nullopt;
-  // Read through get_autocast_dtype: the one-device spellings warn that they
-  // are deprecated, and the trace is no place for the program's warnings.
-  absl::StatusOr<Object> value = any ? python::Call(any, {python::FromString(device)}) : absl::UnknownError("torch");
-  if (!value.ok()) return absl::StatusOr<VarPtr>(value.status());
-  absl::StatusOr<VarPtr> dtype = Wrap(*value, nullptr);
-  if (!dtype.ok() || (*dtype)->kind != VarKind::kDType) return std::nullopt;
-  guards_.GlobalDType(device == "cuda" ? "autocast_gpu_dtype" : "autocast_cpu_dtype", (*dtype)->dtype);
-  return dtype;
 }
 
 absl::StatusOr<VarPtr> Translator::NewNamedTupleClass(const VarPtr& fn, const std::vector<VarPtr>& args,
@@ -2061,6 +2047,14 @@ absl::StatusOr<VarPtr> Translator::CallMethod(const VarPtr& method, std::vector<
     args.insert(args.begin(), self);
     return CallOp(absl::StrCat("Tensor.", name), ir::Node::CALL_METHOD, args, kwargs);
   }
+  if (self->kind == VarKind::kAutocast) {
+    if (name != "__exit__") {
+      return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("calling ", name, " of ", Describe(*self)),
+                   "a torch.autocast object is entered and left by a with statement");
+    }
+    if (absl::Status s = ExitAutocast(); !s.ok()) return s;
+    return constant(python::None());
+  }
   if (self->kind == VarKind::kGradMode) {
     if (name == "__exit__") {
       if (grad_stack_.empty()) return absl::InternalError("__exit__ without __enter__");
@@ -2389,6 +2383,12 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         if (std::optional<absl::StatusOr<VarPtr>> r = UserTupleAttr(obj, name)) return *std::move(r);
       }
       return Var::Method(obj, name);
+    case VarKind::kAutocast:
+      if (name != "__enter__" && name != "__exit__") {
+        return Break(ir::GraphBreak::OTHER, absl::StrCat("reading .", name, " of ", Describe(*obj)),
+                     "a torch.autocast object is entered and left by a with statement");
+      }
+      return Var::Method(obj, name);
     case VarKind::kList:
     case VarKind::kDict:
     case VarKind::kGradMode:
@@ -2545,6 +2545,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (!enabled.ok()) return enabled.status();
   grad_enabled_ = enabled->get() == Py_True;
   guards_.GlobalState("grad_mode", grad_enabled_);
+  if (absl::Status s = InitAutocast(); !s.ok()) return s;
   // Which kernels run (and what a compiled backward checks) depends on
   // torch.use_deterministic_algorithms: a graph compiled under one setting
   // is not reused under the other (torch._dynamo's global state guard).
@@ -2680,6 +2681,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
       // stack: the same tracker the block's BEFORE_WITH makes, so a break
       // further in the block resumes inside it again.
       if (std::optional<VarPtr> exit = GradModeExitInput(in.object, source)) return *exit;
+      if (std::optional<VarPtr> exit = AutocastExitInput(in.object, source)) return *exit;
     }
     if (in.kind == TraceInput::Kind::kObject) {
       absl::StatusOr<VarPtr> v = Wrap(in.object, source);
@@ -2863,6 +2865,7 @@ void Translator::EliminateDeadCode() {
 }
 
 absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
+  CloseAutocastBlocks();
   absl::flat_hash_set<std::string> inputs;
   for (const ir::Node& n : graph_.graph().nodes()) {
     if (n.kind() == ir::Node::PLACEHOLDER || n.kind() == ir::Node::GET_ATTR) inputs.insert(n.name());

@@ -939,6 +939,7 @@ absl::Status Translator::OpReturnValue(Frame& f, const Instruction&, std::option
 }
 absl::Status Translator::OpBeforeWith(Frame& f, const Instruction&, std::optional<VarPtr>&) {
   POP_OR_RETURN(manager);
+  if (manager->kind == VarKind::kAutocast) return EnterAutocast(f, manager);
   if (manager->kind != VarKind::kGradMode) return EnterUserContext(f, manager);
   if (manager->value) {  // a function decorated with no_grad(): no context manager
     return Break(ir::GraphBreak::OTHER, "a with block over a function decorated with a grad mode",

@@ -55,6 +55,7 @@ struct Inputs {
   std::vector<Tensor> tensors;
   std::vector<ops::Device> devices;  // device arguments, handed over as "meta"
   bool offset_storage = false;       // MetaOptions::offset_storage
+  bool fake = false;                 // MetaOptions::fake_mode: tensors on their own devices
 };
 
 Object IntTuple(const std::vector<int64_t>& ints) {
@@ -69,7 +70,8 @@ absl::StatusOr<Object> MetaTensor(const ops::TensorMeta& meta, Inputs& inputs) {
   Object dtype = Torch(std::string(ops::DTypeName(meta.dtype)).c_str());
   if (!dtype) return absl::InternalError(absl::StrCat("torch has no dtype ", ops::DTypeName(meta.dtype)));
   PyDict_SetItemString(kwargs.get(), "dtype", dtype.get());
-  PyDict_SetItemString(kwargs.get(), "device", python::FromString("meta").get());
+  PyDict_SetItemString(kwargs.get(), "device",
+                       python::FromString(inputs.fake ? ops::DeviceName(meta.device) : "meta").get());
   absl::StatusOr<Object> t =
       meta.has_strides()
           ? CallWithKeywords(Torch("empty_strided"), {IntTuple(meta.sizes), IntTuple(meta.strides)}, kwargs)
@@ -109,7 +111,7 @@ absl::StatusOr<Object> ToPython(const ops::Value& value, Inputs& inputs) {
       if (std::find(inputs.devices.begin(), inputs.devices.end(), d) == inputs.devices.end()) {
         inputs.devices.push_back(d);
       }
-      return python::Call(Torch("device"), {python::FromString("meta")});
+      return python::Call(Torch("device"), {python::FromString(inputs.fake ? ops::DeviceName(d) : "meta")});
     }
     absl::StatusOr<Object> operator()(const ops::Slice& s) {
       auto bound = [](const std::optional<int64_t>& b) { return b ? python::FromLong(*b) : python::None(); };
@@ -264,6 +266,73 @@ absl::StatusOr<ops::Value> FromPython(const Object& o, const Inputs& inputs, int
   return absl::InvalidArgumentError(absl::StrCat("it returns a ", python::TypeName(o)));
 }
 
+// A Python context manager entered for the length of a C++ scope.
+class Entered {
+ public:
+  explicit Entered(Object manager) : manager_(std::move(manager)) {
+    if (manager_ && !python::CallMethod(manager_, "__enter__").ok()) {
+      status_ = python::FetchError("entering a context");
+      manager_ = Object();
+    }
+  }
+  ~Entered() {
+    if (!manager_) return;
+    Object none = python::None();
+    if (!python::CallMethod(manager_, "__exit__", {none, none, none}).ok()) python::ClearError();
+  }
+  Entered(const Entered&) = delete;
+  Entered& operator=(const Entered&) = delete;
+  const absl::Status& status() const { return status_; }
+
+ private:
+  Object manager_;
+  absl::Status status_;
+};
+
+// torch's autocast state set as `devices` say for the length of the call,
+// then put back: what torch.autocast's __enter__ and __exit__ set, minus
+// the nesting count (no cache is filled on fake tensors).
+class AutocastScope {
+ public:
+  explicit AutocastScope(const std::vector<AutocastDevice>& devices) {
+    for (const AutocastDevice& d : devices) {
+      Object device = python::FromString(d.device_type);
+      absl::StatusOr<Object> enabled = python::Call(Torch("is_autocast_enabled"), {device});
+      absl::StatusOr<Object> dtype = python::Call(Torch("get_autocast_dtype"), {device});
+      Object fast = Torch(std::string(ops::DTypeName(d.dtype)).c_str());
+      if (!enabled.ok() || !dtype.ok() || !fast) {
+        status_ = absl::InternalError(absl::StrCat("cannot read torch's autocast state for ", d.device_type));
+        python::ClearError();
+        return;
+      }
+      saved_.push_back({device, *enabled, *dtype});
+      if (!Set(device, python::FromBool(d.enabled), fast)) {
+        status_ = python::FetchError("setting torch's autocast state");
+        return;
+      }
+    }
+  }
+  ~AutocastScope() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (!Set(it->device, it->enabled, it->dtype)) python::ClearError();
+    }
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+  const absl::Status& status() const { return status_; }
+
+ private:
+  struct Saved {
+    Object device, enabled, dtype;
+  };
+  static bool Set(const Object& device, const Object& enabled, const Object& dtype) {
+    return python::Call(Torch("set_autocast_enabled"), {device, enabled}).ok() &&
+           python::Call(Torch("set_autocast_dtype"), {device, dtype}).ok();
+  }
+  std::vector<Saved> saved_;
+  absl::Status status_;
+};
+
 // The interpreter's grad mode set for the length of the call.
 class GradMode {
  public:
@@ -404,6 +473,14 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
                                      const std::vector<ops::Kwarg>& kwargs, const MetaOptions& options) {
   Inputs inputs;
   inputs.offset_storage = options.offset_storage;
+  inputs.fake = static_cast<bool>(options.fake_mode);
+  // Under fake mode the arguments are made in it too (fake tensors of the
+  // inputs' devices); it is left before the results are read back.
+  std::optional<Entered> fake;
+  if (inputs.fake) {
+    fake.emplace(options.fake_mode);
+    if (!fake->status().ok()) return fake->status();
+  }
   std::vector<Object> py_args;
   for (const ops::Value& a : args) {
     absl::StatusOr<Object> o = ToPython(a, inputs);
@@ -422,8 +499,13 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
     // Without tensor arguments a factory would allocate (and draw random
     // numbers) for real on the default device: torch.device("meta") as a
     // context makes it a meta tensor.
+    std::optional<AutocastScope> autocast;
+    if (!options.autocast.empty()) {
+      autocast.emplace(options.autocast);
+      if (!autocast->status().ok()) return autocast->status();
+    }
     Object meta_device;
-    if (inputs.tensors.empty()) {
+    if (inputs.tensors.empty() && !inputs.fake) {
       absl::StatusOr<Object> d = python::Call(Torch("device"), {python::FromString("meta")});
       if (!d.ok()) return d.status();
       if (!python::CallMethod(*d, "__enter__").ok()) return python::FetchError("entering torch.device('meta')");
@@ -435,6 +517,7 @@ absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Va
       if (!python::CallMethod(meta_device, "__exit__", {none, none, none}).ok()) python::ClearError();
     }
   }
+  fake.reset();
   if (!result.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("on meta tensors it raises ", result.status().message()));
   }

@@ -54,12 +54,26 @@
 
 namespace dynamo::trace {
 
+// Autocast on one device type as the trace has it where a call is.
+struct AutocastDevice {
+  std::string device_type;  // "cpu", "cuda"
+  bool enabled = false;
+  ops::DType dtype = ops::DType::kBFloat16;
+};
+
 struct MetaOptions {
   bool grad_enabled = true;  // the grad mode the call runs under
   // Every tensor argument a view at storage offset 1 of a larger storage
   // (same sizes, strides, dtype): a second run with it tells whether a
   // Python-value result reads storage state the trace does not model.
   bool offset_storage = false;
+  // Set (with `autocast`): the call runs on fake tensors of the inputs' own
+  // devices made in this torch FakeTensorMode, not on meta tensors, with
+  // torch's autocast state set to `autocast` for its length. Autocast acts
+  // through a tensor's device (it never touches meta tensors), so its own
+  // kernels then decide which inputs are cast and the results' dtypes.
+  python::Object fake_mode;
+  std::vector<AutocastDevice> autocast;
 };
 
 struct MetaCall {

@@ -337,7 +337,9 @@ absl::StatusOr<VarPtr> Translator::NumpyNode(const std::string& target, std::vec
     python::ClearError();
     return Break(ir::GraphBreak::EXTERNAL_LIBRARY, absl::StrCat(what, " has no torch._numpy form"), kHint);
   }
-  absl::StatusOr<MetaCall> call = InferOnMeta(*fn, values, kw, {.grad_enabled = grad_enabled_});
+  MetaOptions options;  // NumPy's functions: no autocast
+  options.grad_enabled = grad_enabled_;
+  absl::StatusOr<MetaCall> call = InferOnMeta(*fn, values, kw, options);
   if (!call.ok()) {
     std::string error(call.status().message());
     bool data = absl::StrContains(error, "data-dependent") || absl::StrContains(error, "DynamicOutputShape") ||

@@ -137,7 +137,13 @@ absl::StatusOr<VarPtr> Translator::CallOpOnMeta(const Object& op, const std::str
                    "use the form that returns its result");
     }
   }
-  absl::StatusOr<MetaCall> call = InferOnMeta(op, values, result_kw, {.grad_enabled = grad_enabled_});
+  // Under autocast: on fake tensors, with torch's autocast kernels (autocast.cc).
+  const MetaOptions options = CallOptions(values, result_kw);
+  if (AutocastApplies(values, result_kw) && !options.fake_mode) {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat(target, " under autocast"),
+                 "torch's FakeTensorMode is unavailable to infer its dtypes");
+  }
+  absl::StatusOr<MetaCall> call = InferOnMeta(op, values, result_kw, options);
   if (!call.ok()) {
     std::string error(call.status().message());
     if (absl::StartsWith(error, "on meta tensors it raises ")) error = error.substr(26);
@@ -176,8 +182,9 @@ absl::StatusOr<VarPtr> Translator::CallOpOnMeta(const Object& op, const std::str
                        absl::StrCat(target, " reads tensor state the trace does not model"), hint);
         }
       }
-      absl::StatusOr<MetaCall> probe =
-          InferOnMeta(op, values, kw, {.grad_enabled = grad_enabled_, .offset_storage = true});
+      MetaOptions offset = options;
+      offset.offset_storage = true;
+      absl::StatusOr<MetaCall> probe = InferOnMeta(op, values, kw, offset);
       if (!probe.ok() || !(probe->result == call->result)) {
         return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                      absl::StrCat(target, " reads the storage behind a tensor (",

@@ -147,7 +147,8 @@ std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code,
     }
   }
   // Exception-table ranges: widen to the outermost block around `entry`,
-  // except the bodies of `with torch.no_grad()` / `enable_grad()` blocks,
+  // except the bodies of `with torch.no_grad()` / `enable_grad()` and
+  // `with torch.autocast(...)` blocks,
   // which the rewrite re-enters around the instruction and the resume
   // function continues inside (StopState::grad_enabled).
   for (bool changed = true; changed;) {
@@ -159,7 +160,7 @@ std::pair<StopState::Kind, size_t> ChooseStop(const bytecode::DecodedCode& code,
         size_t s = static_cast<size_t>(start - ins.data());
         const bool grad_with = s > 0 && ins[s - 1].opcode == op::kBeforeWith && e.depth >= 1 &&
                                static_cast<size_t>(e.depth) <= stack.size() &&
-                               IsGradModeExit(stack[static_cast<size_t>(e.depth) - 1]);
+                               IsReenteredExit(stack[static_cast<size_t>(e.depth) - 1]);
         if (grad_with) continue;
         if (s > 0 && ins[s - 1].opcode == op::kBeforeWith) --s;  // the with statement itself
         if (s < entry) {

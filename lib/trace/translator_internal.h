@@ -15,6 +15,7 @@
 #include "lib/bytecode/decoder.h"
 #include "lib/ops/registry.h"
 #include "lib/trace/graph_builder.h"
+#include "lib/trace/meta_fallback.h"
 #include "lib/trace/guards.h"
 #include "lib/trace/translator.h"
 #include "lib/ops/sym_shapes.h"
@@ -65,6 +66,13 @@ PyObject* StdlibObject(const char* module, const char* name);
 // (never imported here: a program that has not imported it cannot call it).
 // torch._dynamo.graph_break, torch.ops.higher_order.cond (calls.cc).
 bool IsLoadedModuleAttr(PyObject* fn, const char* module, const char* name);
+// torch's attribute at a dotted path ("nn.Module", "amp.autocast_mode.autocast"),
+// resolved once per process; null when torch lacks it (calls.cc).
+python::Object TorchAttr(const char* dotted);
+// `registry`'s result with each tensor's dtype the one torch's autocast gave
+// (`cast`); false when the two do not describe the same tensors, and then
+// torch's answer is to be taken whole (autocast.cc).
+bool TakeAutocastDTypes(ops::Value& registry, const ops::Value& cast);
 // A grad-mode object (no_grad(), enable_grad()), or with `fn` the function
 // it decorates, which runs under `enabled` when called (calls.cc).
 VarPtr GradModeDecorated(bool enabled, VarPtr fn);
@@ -354,10 +362,6 @@ class Translator {
   // guards read again; nullopt for other calls.
   std::optional<absl::StatusOr<VarPtr>> SourcedQuery(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                      const Kwargs& kwargs);
-  // torch.get_autocast_dtype(device) and get_autocast_{gpu,cpu}_dtype(): the
-  // dtype, read now and guarded; nullopt for other calls.
-  std::optional<absl::StatusOr<VarPtr>> AutocastDType(const VarPtr& fn, const std::vector<VarPtr>& args,
-                                                      const Kwargs& kwargs);
   // collections.namedtuple(...) called in the trace: the class, made now.
   absl::StatusOr<VarPtr> NewNamedTupleClass(const VarPtr& fn, const std::vector<VarPtr>& args, const Kwargs& kwargs);
   // torch.FloatTensor(data or sizes) and the other legacy tensor types, as
@@ -791,6 +795,65 @@ class Translator {
   std::vector<Frame*> frames_;    // innermost last
   bool grad_enabled_ = true;
   std::vector<bool> grad_stack_;  // modes to restore at each with-exit
+
+  // --- torch.autocast (autocast.cc) ---
+  // The autocast state where the trace is, per device type ("cpu", "cuda"):
+  // the interpreter's at entry (guarded), as traced autocast blocks change it.
+  struct AutocastMode {
+    bool enabled = false;
+    ops::DType dtype = ops::DType::kBFloat16;
+    bool from_entry = true;  // still the entry state (a read of it guards its dtype)
+  };
+  std::vector<std::pair<std::string, AutocastMode>> autocast_;
+  bool autocast_cache_enabled_ = true;
+  // What each open autocast block's exit restores, innermost last.
+  struct AutocastRestore {
+    std::string device_type;
+    AutocastMode mode;
+    bool cache_enabled = true;
+  };
+  std::vector<AutocastRestore> autocast_stack_;
+  python::Object fake_mode_;  // a torch FakeTensorMode, made at the first op under autocast
+  // Inference under autocast, by the call's description: repeated layers ask once.
+  absl::flat_hash_map<std::string, MetaCall> autocast_calls_;
+  absl::Status InitAutocast();
+  AutocastMode* AutocastOf(absl::string_view device_type);
+  // torch.is_autocast_enabled(...), get_autocast_dtype(...) and their older
+  // spellings, torch._C._is_autocast_available(device): the trace's state
+  // (the entry state is guarded); nullopt for other calls.
+  std::optional<absl::StatusOr<VarPtr>> AutocastQuery(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                                      const Kwargs& kwargs);
+  // torch.autocast(...) / torch.amp.autocast / torch.cpu.amp.autocast /
+  // torch.cuda.amp.autocast: the real object, made now (its constructor only
+  // checks and stores its arguments); nullopt for other classes.
+  std::optional<absl::StatusOr<VarPtr>> ConstructAutocast(const VarPtr& cls, const std::vector<VarPtr>& args,
+                                                          const Kwargs& kwargs);
+  // BEFORE_WITH over a kAutocast: the state set in the graph, its exit pushed.
+  absl::Status EnterAutocast(Frame& f, const VarPtr& manager);
+  // The block's __exit__: the state it replaced, set back in the graph.
+  absl::Status ExitAutocast();
+  // At a stop inside autocast blocks: the graph leaves them (innermost
+  // first), so the interpreter's state is the entry state again when the
+  // rewritten code enters them for real.
+  void CloseAutocastBlocks();
+  // The __exit__ of an autocast block a resume function is handed, as the
+  // block's tracker (what it restores guarded); nothing for anything else.
+  std::optional<VarPtr> AutocastExitInput(const python::Object& obj, const SourcePtr& source);
+  // The call's inference under the autocast state (torch's own autocast
+  // kernels, on fake tensors), when autocast is enabled for the device of a
+  // tensor argument; nullopt otherwise.
+  std::optional<absl::StatusOr<MetaCall>> InferUnderAutocast(const std::string& target,
+                                                             const std::vector<ops::Value>& values,
+                                                             const std::vector<ops::Kwarg>& kw);
+  // The callable a registry target names ("torch.mm", "Tensor.add",
+  // "operator.matmul"), for inference by calling it; null if none.
+  python::Object OpCallable(const std::string& target);
+  // Whether a tensor among the arguments is on a device autocast is enabled for.
+  bool AutocastApplies(const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw);
+  // MetaOptions for a call: fake tensors under the trace's autocast state
+  // when that applies to `values` (InferUnderAutocast).
+  MetaOptions CallOptions(const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw);
+  absl::Status SetAutocast(const std::string& device_type, const AutocastMode& mode, bool cache_enabled);
   size_t steps_ = 0;
   std::optional<BreakInfo> break_;
   std::optional<size_t> break_top_index_;

@@ -83,6 +83,11 @@ bool IsGradModeExit(const VarPtr& var) {
          var->self->kind == VarKind::kGradMode;
 }
 
+bool IsAutocastExit(const VarPtr& var) {
+  return var && var->kind == VarKind::kMethod && var->name == "__exit__" && var->self &&
+         var->self->kind == VarKind::kAutocast;
+}
+
 std::string Describe(const Var& var) {
   switch (var.kind) {
     case VarKind::kNull: return "NULL";
@@ -109,6 +114,7 @@ std::string Describe(const Var& var) {
     case VarKind::kNNModule: return absl::StrCat("module ", python::TypeName(var.object));
     case VarKind::kMethod: return absl::StrCat("method ", var.name, " of ", Describe(*var.self));
     case VarKind::kGradMode: return var.grad_enabled ? "torch.enable_grad()" : "torch.no_grad()";
+    case VarKind::kAutocast: return python::Repr(var.object);
     case VarKind::kCell: return "cell";
     case VarKind::kClass: return absl::StrCat("class ", python::Repr(var.object));
     case VarKind::kDictView: return absl::StrCat("dict_", var.name, " view");

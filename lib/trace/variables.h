@@ -42,6 +42,8 @@ enum class VarKind {
   kNNModule,      // a torch.nn.Module instance (its forward is inlined)
   kMethod,        // a method bound to a tracker (Tensor.add, list.append)
   kGradMode,      // torch.no_grad() / torch.enable_grad() as a context manager
+  kAutocast,      // a torch.autocast object (`object`, made at trace time): its device type,
+                  // dtype, enabled and cache_enabled are read from it (autocast.cc)
   kCell,          // a closure cell (its contents is `value`)
   kClass,         // a Python class (for isinstance and attribute reads)
   kDictView,      // d.keys() / d.values() / d.items(): a live view of the kDict `self`
@@ -198,6 +200,11 @@ bool ContainsTensor(const VarPtr& var);
 // The __exit__ of a torch.no_grad() / enable_grad() block the trace is in
 // (BEFORE_WITH pushes it); its grad_enabled is the mode __enter__ replaced.
 bool IsGradModeExit(const VarPtr& var);
+// The __exit__ of a torch.autocast block the trace is in (autocast.cc).
+bool IsAutocastExit(const VarPtr& var);
+// Either: a block the rewrite enters again where the trace stops inside it,
+// so the instruction and the resume function run inside it as in eager.
+inline bool IsReenteredExit(const VarPtr& var) { return IsGradModeExit(var) || IsAutocastExit(var); }
 // True when the tracker, or anything inside it, is a numpy.ndarray.
 bool ContainsNdarray(const VarPtr& var);
 

@@ -46,8 +46,10 @@ def _torch_function_modes():
 
 
 # The global states a GLOBAL_STATE guard can name (lib/trace/guards.cc).
-_GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled, "is_autocast_enabled": torch.is_autocast_enabled,
-                 "is_autocast_cpu_enabled": getattr(torch, "is_autocast_cpu_enabled", lambda: False),
+_GLOBAL_STATE = {"grad_mode": torch.is_grad_enabled,
+                 # per device (torch.is_autocast_cpu_enabled() warns that it is deprecated)
+                 "is_autocast_enabled": lambda: torch.is_autocast_enabled("cuda"),
+                 "is_autocast_cpu_enabled": lambda: torch.is_autocast_enabled("cpu"),
                  "is_inference_mode_enabled": torch.is_inference_mode_enabled,
                  "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
                  "default_dtype": torch.get_default_dtype,

@@ -45,6 +45,10 @@ _DEVICE_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 # Targets the graph builder writes itself, outside the op registry
 # (lib/trace: the grad-mode switch around a no_grad region).
 _GRAPH_BUILDER_TARGETS = ("torch._C._set_grad_enabled",
+                          # a torch.autocast block's state changes (lib/trace/autocast.cc)
+                          "torch.set_autocast_enabled", "torch.set_autocast_dtype",
+                          "torch.set_autocast_cache_enabled", "torch.autocast_increment_nesting",
+                          "torch.autocast_decrement_nesting", "torch.clear_autocast_cache",
                           # torch.cond's node (lib/trace/higher_order.cc)
                           "torch.ops.higher_order.cond",
                           # numbers read from tensors (lib/trace/scalars.cc)
