@@ -2467,6 +2467,103 @@ def autocast_dtype_is_read_and_guarded():
     return True
 
 
+def dtypes(v):
+    """The dtypes in a result, in order (same() compares values)."""
+    if isinstance(v, torch.Tensor):
+        return [v.dtype]
+    if isinstance(v, (tuple, list)):
+        return [d for item in v for d in dtypes(item)]
+    return []
+
+
+@minimal
+def autocast_is_followed():
+    """Autocast changes the dtypes ops compute in. The ambient state is
+    guarded and followed: a capture made outside autocast was reused inside
+    it, where `y.dtype == torch.bfloat16` had been answered False at trace
+    time (a wrong result). `with torch.autocast(...)` blocks (any spelling)
+    are traced as the state changes torch.autocast makes, ops inside them
+    inferred by torch's own autocast kernels; a break inside a block resumes
+    inside it; the interpreter's state is eager's after each call."""
+    a, b = torch.rand(8, 8), torch.rand(8, 8)
+    lin = torch.nn.Linear(8, 4)
+    ok = True
+
+    def typed(name, fn, calls, fullgraph=False, backend=None):
+        opt = dynamo.optimize(backend or Counter(), nopython=fullgraph)(fn)
+        for args in calls:
+            e, o = fn(*args), opt(*args)
+            if not same(e, o) or dtypes(e) != dtypes(o) or torch.is_autocast_enabled("cpu"):
+                FAILURES.append(f"autocast, {name}: eager {dtypes(e)} optimized {dtypes(o)}")
+                return False
+        return True
+
+    def branch_on_dtype(x, w):
+        y = x @ w
+        return y * 2 if y.dtype == torch.bfloat16 else y
+
+    counter = Counter()
+    opt = dynamo.optimize(counter)(branch_on_dtype)
+    for inside in (False, True, False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=inside):
+            e, o = branch_on_dtype(a, b), opt(a, b)
+        if not same(e, o) or e.dtype != o.dtype:
+            FAILURES.append(f"autocast, ambient (inside={inside}): eager {e.dtype} optimized {o.dtype}")
+            ok = False
+    if counter.graphs != 2:
+        FAILURES.append(f"autocast, ambient: {counter.graphs} captures, expected 2")
+        ok = False
+
+    def block(x, w):
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            c = torch.mm(x, w)
+            d = torch.mm(x, c)  # float32 with bfloat16: autocast casts both
+            e = c + 1
+            y = lin(x)
+            z = torch.softmax(y, -1)
+            n = torch.nn.functional.layer_norm(y, (4,))
+        return d, e, d.float() * 2, z, n, torch.is_autocast_enabled("cpu")
+
+    def old_spelling(x, w):
+        with torch.cpu.amp.autocast(dtype=torch.bfloat16):
+            c = torch.mm(x, w)
+            if torch.is_autocast_cpu_enabled() and torch.get_autocast_dtype("cpu") == torch.bfloat16:
+                c = c + 1
+        return c
+
+    def break_inside(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            c = x @ w
+            print(end="")  # a graph break: the rest of the block resumes inside it
+            d = c @ w
+            with torch.autocast("cpu", enabled=False):
+                e = d.float() @ w
+            f = e @ w
+        return c, d, e, f, torch.is_autocast_enabled("cpu")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.cpu.amp.autocast's deprecation
+        ok &= typed("a block", block, [(a, b), (a, b)], fullgraph=True)
+        ok &= typed("torch.cpu.amp.autocast", old_spelling, [(a, b)], fullgraph=True)
+        ok &= typed("a break inside a block", break_inside, [(a, b), (a, b)])
+        ok &= typed("a block under aot_eager", block, [(a, b)], fullgraph=True, backend="aot_eager")
+
+    def loss(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return lin(x).relu().sum()
+
+    x = torch.randn(4, 8, requires_grad=True)
+    eager = loss(x)
+    eager.backward()
+    grad, x.grad = x.grad, None
+    compiled = dynamo.optimize("aot_eager")(loss)(x)
+    compiled.backward()
+    if not same(eager, compiled) or eager.dtype != compiled.dtype or not same(grad, x.grad):
+        FAILURES.append("autocast, gradients through a block under aot_eager differ")
+        ok = False
+    return ok
+
+
 @minimal
 def default_device_is_read_and_guarded():
     """Factory functions follow torch.set_default_device / `with
