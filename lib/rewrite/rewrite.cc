@@ -3,7 +3,9 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <deque>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -1034,6 +1036,64 @@ class Emitter {
   PyObject* top_globals_ = nullptr;
 };
 
+// The resume code made here, each with the code it continues (never itself
+// one made here: see ResumeBase) and its prologue's length. Held (so the
+// code objects stay the keys they are) and bounded: past the bound the
+// oldest go, and a resume function of theirs is made from their own code,
+// as before this table. Not in the code itself: a constant holding the base
+// code would make the marshalled code depend on reference counts, which the
+// loader compares byte for byte. Touched with the GIL held.
+struct Origin {
+  Object resume;
+  Object base;
+  size_t shift = 0;
+};
+constexpr size_t kMaxOrigins = 4096;
+std::deque<Origin>& Origins() {
+  static auto* origins = new std::deque<Origin>();  // leaked on purpose: holds Python objects past main()
+  return *origins;
+}
+void NoteOrigin(const Object& resume, const Object& base, size_t shift) {
+  std::deque<Origin>& origins = Origins();
+  if (origins.size() >= kMaxOrigins) origins.pop_front();
+  origins.push_back({resume, base, shift});
+}
+
+// Where a resume function's code comes from: the code it continues (made
+// by BuildResume, never itself a resume function's), and how its slots and
+// instructions map onto that code's. A resume function's own resume
+// functions are made from the base at the same instruction, so two paths
+// that join after several breaks reach the same resume code (one cache),
+// where resuming the resume code made one per path.
+struct ResumeBase {
+  bytecode::DecodedCode code;
+  Layout layout;
+  size_t shift = 0;        // instruction i of the base is i + shift here
+  std::vector<int> slot;   // per local slot here: the base's slot of that name, -1 none
+};
+
+std::optional<ResumeBase> BaseOf(const bytecode::DecodedCode& code, const Layout& layout) {
+  const Origin* origin = nullptr;
+  for (const Origin& o : Origins()) {
+    if (o.resume.get() == code.code.get()) origin = &o;
+  }
+  if (origin == nullptr) return std::nullopt;
+  absl::StatusOr<bytecode::DecodedCode> base = bytecode::Decode(origin->base, {.nested = false});
+  const size_t shift = origin->shift;
+  if (!base.ok() || code.instructions.size() != base->instructions.size() + shift) return std::nullopt;
+  // Checked, not assumed: past the prologue the instructions are the
+  // base's (cell set-up turned into NOPs).
+  for (size_t i = 0; i < base->instructions.size(); ++i) {
+    const int mine = code.instructions[i + shift].opcode, theirs = base->instructions[i].opcode;
+    const bool cell_setup = theirs == op::kMakeCell || theirs == op::kCopyFreeVars;
+    if (mine != theirs && !(cell_setup && mine == op::kNop)) return std::nullopt;
+  }
+  ResumeBase r{*std::move(base), Layout(), shift, {}};
+  r.layout = Layout::Of(r.code);
+  for (const std::string& name : layout.names) r.slot.push_back(r.layout.Slot(name));
+  return r;
+}
+
 // The resume function entering `code` at instruction `index` with a stack of
 // `null_mask.size()` values (true: a NULL, recreated rather than passed) and
 // the plain locals in `passed` bound from its arguments.
@@ -1117,7 +1177,7 @@ absl::StatusOr<Object> BuildResume(const bytecode::DecodedCode& code, const Layo
   if (!freevars.empty()) flags |= CO_NESTED;
   const int offset = code.instructions[index].offset;
   std::string name = absl::StrCat("__resume_at_", offset);
-  return bytecode::MakeCode(
+  absl::StatusOr<Object> made = bytecode::MakeCode(
       code.code, *a,
       {{"co_varnames", python::MakeTuple(vn)},
        {"co_nlocals", python::FromLong(static_cast<int64_t>(vn.size()))},
@@ -1129,6 +1189,8 @@ absl::StatusOr<Object> BuildResume(const bytecode::DecodedCode& code, const Layo
        {"co_flags", python::FromLong(flags)},
        {"co_name", python::FromString(name)},
        {"co_qualname", python::FromString(absl::StrCat(code.qualname, ".", name))}});
+  if (made.ok()) NoteOrigin(*made, code.code, prologue.size());
+  return made;
 }
 
 }  // namespace
@@ -1232,6 +1294,30 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     if (st.locals[i] && !layout.is_cell[i] && (live[i] || (zero_arg_super && i == 0))) {
       passed.push_back(static_cast<int>(i));
     }
+  }
+  // Tracing a resume function: its resume functions come from its base code
+  // (ResumeBase), the passed locals in the base's slot order, as a break at
+  // the same place of the base would pass them.
+  std::optional<ResumeBase> base = BaseOf(code, layout);
+  std::vector<int> base_passed;
+  if (base) {
+    bool maps = st.index >= base->shift;
+    for (int slot : passed) {
+      const int b = base->slot[static_cast<size_t>(slot)];
+      maps = maps && b >= 0 && static_cast<size_t>(b) < base->layout.num_locals && !base->layout.is_cell[static_cast<size_t>(b)];
+    }
+    for (int slot : layout.Cells()) {  // the closure: the base's cells, in the same order
+      const int b = base->slot[static_cast<size_t>(slot)];
+      maps = maps && b >= 0 && base->layout.is_cell[static_cast<size_t>(b)];
+    }
+    maps = maps && layout.Cells().size() == base->layout.Cells().size();
+    if (!maps) base.reset();
+  }
+  if (base) {
+    std::stable_sort(passed.begin(), passed.end(), [&](int a, int b) {
+      return base->slot[static_cast<size_t>(a)] < base->slot[static_cast<size_t>(b)];
+    });
+    for (int slot : passed) base_passed.push_back(base->slot[static_cast<size_t>(slot)]);
   }
   // 2. Every value needed below, read before anything is replayed.
   {
@@ -1409,10 +1495,14 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
     }
     ResumeFunction rf;
     rf.global_name = absl::StrCat(options.prefix, "_resume_", options.id, "_", out.resumes.size());
-    rf.offset = code.instructions[target].offset;
+    const bool rebased = base && target >= base->shift;
+    const bytecode::DecodedCode& from = rebased ? base->code : code;
+    const size_t base_at = rebased ? target - base->shift : target;
+    rf.offset = from.instructions[base_at].offset;
     rf.capture = run_one;
     rf.takes_closure = !cells.empty();
-    absl::StatusOr<Object> rc = BuildResume(code, layout, target, mask, passed);
+    absl::StatusOr<Object> rc =
+        rebased ? BuildResume(base->code, base->layout, base_at, mask, base_passed) : BuildResume(code, layout, target, mask, passed);
     if (!rc.ok()) return rc.status();
     rf.code = *rc;
     for (size_t i = 0; i < deep; ++i) {

@@ -1639,10 +1639,12 @@ def tensors_of_computed_numbers():
 
 @minimal
 def paths_that_join_share_resume_code():
-    """Breaks at two tensor branches: the four paths give eager's results,
-    and resume code equal to one already made is that one (one cache): 8
-    captures, where one resume per path made 10 (torch._dynamo makes 5: it
-    resumes a resume function from the original code, which we do not yet)."""
+    """Breaks at tensor branches: every path gives eager's results, and
+    paths that join share their resume code, also after several breaks (a
+    resume function's resume functions are made from the original code at
+    the same instruction, so they are equal whichever path reached them):
+    2 branches, 5 captures; 3 branches, 7 (torch._dynamo's counts). One
+    resume per path made 10 and 28; resuming the resume code made 8 and 20."""
     def two(x, c1, c2):
         x = x + 1
         if c1:
@@ -1652,16 +1654,44 @@ def paths_that_join_share_resume_code():
             x = x + 4
         return x + 5
 
-    t, f, v = torch.tensor([True]), torch.tensor([False]), torch.randn(3)
-    calls = [(v, a, b) for a in (t, f) for b in (t, f)]
-    ok = check("paths that join", two, calls + calls)
-    counter = Counter()
-    opt = dynamo.optimize(counter)(two)
-    for args in calls + calls:
-        opt(*args)
-    if counter.graphs > 8:
-        FAILURES.append(f"paths that join: {counter.graphs} captures, expected at most 8")
-        ok = False
+    def three(x, c1, c2, c3):
+        x = two(x, c1, c2)
+        x = x + 5
+        if c3:
+            x = x + 6
+        return x + 7
+
+    def three_flat(x, c1, c2, c3):
+        x = x + 1
+        if c1:
+            x = x + 2
+        x = x + 3
+        if c2:
+            x = x + 4
+        x = x + 5
+        if c3:
+            x = x + 6
+        return x + 7
+
+    v = torch.randn(3)
+    # Distinct condition tensors: the same tensor passed for two arguments
+    # is an aliasing fact the captures are guarded on (a recapture).
+    def cond(value):
+        return torch.tensor([value])
+
+    ok = True
+    for name, fn, n, most in (("two", two, 2, 5), ("three", three_flat, 3, 7)):
+        calls = [(v, *(cond(bit) for bit in bits)) for bits in itertools.product((True, False), repeat=n)]
+        ok &= check(f"paths that join, {name}", fn, calls + calls)
+        counter = Counter()
+        opt = dynamo.optimize(counter)(fn)
+        for args in calls + calls:
+            opt(*args)
+        if counter.graphs > most:
+            FAILURES.append(f"paths that join, {name}: {counter.graphs} captures, expected at most {most}")
+            ok = False
+    ok &= check("paths that join through a call", three, [(v, cond(a), cond(b), cond(c)) for a in (True, False)
+                                                           for b in (True, False) for c in (True, False)])
     return ok
 
 
