@@ -71,6 +71,8 @@ bool MutatesArgument(const std::string& name) {
 
 absl::StatusOr<bool> Translator::Identical(const VarPtr& a, const VarPtr& b) {
   if (a->kind == VarKind::kTensor || b->kind == VarKind::kTensor) {
+    NoteIdentity(a);
+    NoteIdentity(b);
     return a->kind == b->kind && a->tensor_identity() == b->tensor_identity();
   }
   if (a->object && b->object) {

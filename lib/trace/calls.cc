@@ -493,7 +493,42 @@ void Translator::NoteTensorSource(const SourcePtr& source, PyObject* tensor) {
   alias_ids_.push_back(tensor);
 }
 
-void Translator::GuardAliasing() { guards_.Aliasing(alias_sources_, alias_ids_); }
+void Translator::GuardAliasing() {
+  // Two paths to one tensor object share one node. That is a fact the
+  // capture holds for only when the graph uses the node (a later call with
+  // distinct objects would feed the graph one of them twice) or the trace
+  // compared the tensor's identity; a tensor the graph never reads only
+  // travels back to Python, where each path is read again from its source,
+  // so the arguments' aliasing is no fact of this capture.
+  absl::flat_hash_set<std::string> used = identity_nodes_;
+  std::function<void(const ir::Argument&)> note = [&](const ir::Argument& a) {
+    if (a.has_node()) used.insert(a.node());
+    if (a.has_list()) {
+      for (const ir::Argument& item : a.list().items()) note(item);
+    }
+    if (a.has_dict()) {
+      for (const ir::Argument& item : a.dict().values()) note(item);
+    }
+    if (a.has_slice()) {
+      for (const std::string* n : {&a.slice().start_node(), &a.slice().stop_node(), &a.slice().step_node()}) {
+        if (!n->empty()) used.insert(*n);
+      }
+    }
+  };
+  for (const ir::Node& n : graph_.graph().nodes()) {
+    for (const ir::Argument& a : n.args()) note(a);
+    for (const ir::KeywordArgument& k : n.kwargs()) note(k.value());
+  }
+  std::vector<SourcePtr> sources;
+  std::vector<const void*> ids;
+  for (size_t i = 0; i < alias_sources_.size(); ++i) {
+    auto node = attribute_nodes_.find(static_cast<PyObject*>(const_cast<void*>(alias_ids_[i])));
+    if (node != attribute_nodes_.end() && !used.contains(node->second)) continue;
+    sources.push_back(alias_sources_[i]);
+    ids.push_back(alias_ids_[i]);
+  }
+  guards_.Aliasing(sources, ids);
+}
 
 SourcePtr Translator::ChildSource(const VarPtr& container, int64_t index) {
   if (!container->source && container->kind == VarKind::kNNModule && container->self) {
@@ -2791,6 +2826,15 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
   if (!bound.ok()) return done(bound);
 
   absl::StatusOr<VarPtr> result = RunFrame(frame);
+  if (result.ok()) {
+    // What the function returns may be graph outputs: as good as used.
+    std::function<void(const VarPtr&, int)> returned = [&](const VarPtr& v, int depth) {
+      if (!v || depth > 32) return;
+      NoteIdentity(v);
+      for (const VarPtr& item : v->items) returned(item, depth + 1);
+    };
+    returned(*result, 0);
+  }
   GuardAliasing();
   if (!result.ok()) {
     if (stop_) return Stopped(*std::move(stop_));

@@ -78,7 +78,11 @@ absl::StatusOr<bool> Translator::SameSetMember(const VarPtr& a, const VarPtr& b)
     return eq == 1;
   }
   if (a->is_tensor() != b->is_tensor()) return false;
-  if (a->is_tensor()) return a->tensor_identity() == b->tensor_identity();
+  if (a->is_tensor()) {
+    NoteIdentity(a);
+    NoteIdentity(b);
+    return a->tensor_identity() == b->tensor_identity();
+  }
   return Identical(a, b);
 }
 

@@ -630,6 +630,8 @@ absl::Status Translator::CheckHashable(const VarPtr& key) {
 absl::StatusOr<bool> Translator::SameDictKey(const VarPtr& a, const VarPtr& b) {
   if (a == b) return true;
   if (a->is_tensor() || b->is_tensor()) {
+    NoteIdentity(a);
+    NoteIdentity(b);
     return a->is_tensor() && b->is_tensor() && a->tensor_identity() == b->tensor_identity();
   }
   if (a->is_constant() && b->is_constant()) {
@@ -1237,6 +1239,10 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
   // x in seq: any(x is e or x == e for e in seq).
   for (size_t i = 0; i < candidates.size(); ++i) {
     const VarPtr& candidate = candidates[i];
+    if (candidate->is_tensor() && item->is_tensor()) {
+      NoteIdentity(candidate);
+      NoteIdentity(item);
+    }
     if (candidate == item ||
         (candidate->is_tensor() && item->is_tensor() && candidate->tensor_identity() == item->tensor_identity()) ||
         (!candidate->is_tensor() && !item->is_tensor() && candidate->object && item->object &&

@@ -868,6 +868,12 @@ class Translator {
   VarPtr handled_;  // the exception being handled (PUSH_EXC_INFO), null: none
   std::vector<SourcePtr> placeholder_sources_;
   absl::flat_hash_set<size_t> array_placeholders_;  // placeholders read from numpy arrays
+  // Tensor nodes whose identity the trace compared (is, ==-free membership,
+  // dict keys, set members): an aliasing fact it relied on (GuardAliasing).
+  absl::flat_hash_set<std::string> identity_nodes_;
+  void NoteIdentity(const VarPtr& v) {
+    if (v && v->is_tensor()) identity_nodes_.insert(v->tensor_identity());
+  }
   std::vector<SourcePtr> alias_sources_;  // see NoteTensorSource
   std::vector<const void*> alias_ids_;
   // Lists and dicts read from a source are one tracker per real object, so a

@@ -110,7 +110,52 @@ def argument_aliasing():
     def g(x, p, q):
         return x + 1 if p == q else x - 1
     p, q = Plain(), Plain()
-    return ok & check("== by identity", g, [(a, p, q), (a, p, p), (a, q, p)], expect_graphs=2)
+    ok &= check("== by identity", g, [(a, p, q), (a, p, p), (a, q, p)], expect_graphs=2)
+
+    # Where the graph uses both paths to one tensor, or returns them, or an
+    # in-place update through one is read through the other, aliasing is a
+    # fact of the capture: distinct tensors later recapture.
+    def both(x, y):
+        return x * 2 + y, (x, y)
+
+    def through(x, y):
+        x.add_(1)
+        return y * 1
+
+    ok &= check("aliasing, both used", both, [(a, a), (a, b), (b, b)], expect_graphs=2)
+    counter = Counter()
+    opt = dynamo.optimize(counter)(through)
+    for alias in (False, True, False):
+        e1, o1 = a.clone(), a.clone()
+        e2, o2 = (e1, o1) if alias else (b.clone(), b.clone())
+        if not same(through(e1, e2), opt(o1, o2)) or not same(e1, o1):
+            FAILURES.append(f"aliasing, in place (aliased={alias}): differs from eager")
+            ok = False
+    if counter.graphs != 2:
+        FAILURES.append(f"aliasing, in place: {counter.graphs} captures, expected 2")
+        ok = False
+    # A tensor only a branch reads (it travels back to Python, read again from
+    # its source there) is no aliasing fact: the same condition tensor for two
+    # arguments and then distinct ones reuse the captures.
+    def branches(x, c1, c2):
+        if c1:
+            x = x + 1
+        if c2:
+            x = x + 2
+        return x
+
+    t, f = torch.tensor([True]), torch.tensor([False])
+    calls = [(a, t, t), (a, t, t.clone()), (a, f, f), (a, f, f.clone()), (a, t, f)]
+    counter = Counter()
+    opt = dynamo.optimize(counter)(branches)
+    for args in calls:
+        if not same(opt(*args), branches(*args)):
+            FAILURES.append(f"aliasing, branch conditions: wrong result for {args[1:]}")
+            ok = False
+    if counter.graphs > 4:  # the function once, then each branch's two ways
+        FAILURES.append(f"aliasing, branch conditions: {counter.graphs} captures, expected at most 4")
+        ok = False
+    return ok
 
 
 @minimal
