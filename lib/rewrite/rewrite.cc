@@ -931,6 +931,11 @@ class Emitter {
     ImportPath({"torch"}, {exit->self->grad_enabled ? "enable_grad" : "no_grad"});
     CalleeLoaded();
     Call(0);
+    return Entered(exit);
+  }
+  // The manager on the stack entered (BEFORE_WITH), its bound __exit__ kept
+  // in a temp that stands for `exit`'s stack slot.
+  int Entered(const VarPtr& exit) {
     Emit(op::kBeforeWith);
     Emit(op::kPopTop);
     int t = NewTemp();
@@ -944,12 +949,7 @@ class Emitter {
   // __exit__ kept in a temp for the stack slot the resume function takes.
   absl::StatusOr<int> EnterAutocast(const VarPtr& exit) {
     if (absl::Status s = NewAutocast(exit->self); !s.ok()) return s;
-    Emit(op::kBeforeWith);
-    Emit(op::kPopTop);
-    int t = NewTemp();
-    Emit(op::kStoreFast, t);
-    memo_[exit.get()] = t;
-    return t;
+    return Entered(exit);
   }
   // torch.amp.autocast_mode.autocast(device_type, dtype, enabled, cache_enabled)
   // as `v`'s object has them (the spellings of torch.cpu.amp / torch.cuda.amp
