@@ -263,7 +263,10 @@ absl::Status Translator::EnterAutocast(Frame& f, const VarPtr& manager) {
 }
 
 absl::Status Translator::ExitAutocast() {
-  if (autocast_stack_.empty()) return absl::InternalError("autocast __exit__ without __enter__");
+  if (autocast_stack_.empty()) {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL, "__exit__ of a torch.autocast block the trace did not enter",
+                 "a torch.autocast object is entered and left by a with statement");
+  }
   AutocastRestore r = std::move(autocast_stack_.back());
   autocast_stack_.pop_back();
   ir::ValueMeta none;
@@ -282,7 +285,7 @@ absl::Status Translator::ExitAutocast() {
 
 void Translator::CloseAutocastBlocks() {
   while (!autocast_stack_.empty()) {
-    if (!ExitAutocast().ok()) return;
+    if (!ExitAutocast().ok()) return;  // cannot fail with a block open
   }
 }
 
