@@ -1306,11 +1306,10 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
       const int b = base->slot[static_cast<size_t>(slot)];
       maps = maps && b >= 0 && static_cast<size_t>(b) < base->layout.num_locals && !base->layout.is_cell[static_cast<size_t>(b)];
     }
-    for (int slot : layout.Cells()) {  // the closure: the base's cells, in the same order
-      const int b = base->slot[static_cast<size_t>(slot)];
-      maps = maps && b >= 0 && base->layout.is_cell[static_cast<size_t>(b)];
-    }
-    maps = maps && layout.Cells().size() == base->layout.Cells().size();
+    // The closure it passes: the base's cells, in the base's order.
+    std::vector<int> cells_in_base;
+    for (int slot : layout.Cells()) cells_in_base.push_back(base->slot[static_cast<size_t>(slot)]);
+    maps = maps && cells_in_base == base->layout.Cells();
     if (!maps) base.reset();
   }
   if (base) {
