@@ -343,6 +343,10 @@ Object Translator::OpCallable(const std::string& target) {
 }
 
 bool Translator::AutocastApplies(const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw) {
+  // Every op call asks: nothing to collect where no device autocasts.
+  bool any = false;
+  for (const auto& [device, mode] : autocast_) any |= mode.enabled;
+  if (!any) return false;
   std::vector<std::string> devices;
   for (const ops::Value& v : values) CollectDevices(v, devices);
   for (const ops::Kwarg& k : kw) CollectDevices(k.value, devices);
