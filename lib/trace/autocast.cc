@@ -358,9 +358,15 @@ bool Translator::AutocastApplies(const std::vector<ops::Value>& values, const st
 }
 
 MetaOptions Translator::CallOptions(const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw) {
+  if (AutocastApplies(values, kw)) return AutocastOptions();
   MetaOptions options;
   options.grad_enabled = grad_enabled_;
-  if (!AutocastApplies(values, kw)) return options;
+  return options;
+}
+
+MetaOptions Translator::AutocastOptions() {
+  MetaOptions options;
+  options.grad_enabled = grad_enabled_;
   if (!fake_mode_) {
     Object cls = TorchAttr("_subclasses.fake_tensor.FakeTensorMode");
     absl::StatusOr<Object> mode = cls ? python::Call(cls) : absl::StatusOr<Object>(absl::UnknownError(""));
@@ -379,8 +385,8 @@ std::optional<absl::StatusOr<MetaCall>> Translator::InferUnderAutocast(const std
                                                                        const std::vector<ops::Value>& values,
                                                                        const std::vector<ops::Kwarg>& kw) {
   if (!AutocastApplies(values, kw)) return std::nullopt;
+  MetaOptions options = AutocastOptions();
   Object op = OpCallable(target);
-  MetaOptions options = CallOptions(values, kw);
   if (!options.fake_mode) return absl::StatusOr<MetaCall>(absl::UnavailableError("torch's FakeTensorMode is unavailable"));
   if (!op) return absl::StatusOr<MetaCall>(absl::NotFoundError("no callable to ask torch about it"));
   std::string key = absl::StrCat(target, grad_enabled_ ? "|g|" : "|n|");

@@ -852,6 +852,9 @@ class Translator {
   bool AutocastApplies(const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw);
   // MetaOptions for a call: fake tensors under the trace's autocast state
   // when that applies to `values` (InferUnderAutocast).
+  // Fake tensors under the trace's autocast state (fake_mode unset where
+  // torch's FakeTensorMode cannot be made).
+  MetaOptions AutocastOptions();
   MetaOptions CallOptions(const std::vector<ops::Value>& values, const std::vector<ops::Kwarg>& kw);
   absl::Status SetAutocast(const std::string& device_type, const AutocastMode& mode, bool cache_enabled);
   size_t steps_ = 0;
