@@ -316,9 +316,12 @@ bool Skipped(PyCodeObject* co) {
     return true;
   }
   std::string f(file);
-  // torch.fx's generated forwards and frozen modules; code exec'd from a
-  // string ("<string>") is user code like any other.
-  if (f.empty() || StartsWith(f, "<eval_with_key") || StartsWith(f, "<frozen")) return true;
+  // Generated graph forwards (torch.fx's, and dynamo/deferred.py's "<dynamo
+  // graph N>": capturing one would capture its own graph again) and frozen
+  // modules; code exec'd from a string ("<string>") is user code like any other.
+  if (f.empty() || StartsWith(f, "<eval_with_key") || StartsWith(f, "<dynamo graph") || StartsWith(f, "<frozen")) {
+    return true;
+  }
   // Comprehensions are traced inline with the function that makes them; on
   // their own they start from a live iterator the trace cannot read.
   const char* name = PyUnicode_AsUTF8(co->co_name);

@@ -370,7 +370,8 @@ def _kind_name(kind):
     return ir.Node.Kind.Name(kind) if kind in ir.Node.Kind.values() else str(kind)
 
 
-def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None, callables=None, lint=True):
+def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None, callables=None, lint=True,
+                    deferred=False):
     """One graph of the capture as a torch.fx.GraphModule.
 
     Attribute values come from `attributes` ({target: tensor}, what a live
@@ -384,7 +385,9 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
     registry's list (dynamo.trust) before FX sees it: a capture names
     operations and tensors, never code (README, "Trust model"). `lint=False`
     skips FX's own consistency walk of the graph, for a capture this
-    process just made (the checks above still run)."""
+    process just made (the checks above still run). `deferred=True` builds
+    the FX graph only when it is read (dynamo.deferred), for a capture this
+    process just made."""
     if not 0 <= graph_index < len(capture.graphs):
         raise CaptureError(f"the capture has no graph {graph_index}")
     pb_graph = capture.graphs[graph_index]
@@ -392,12 +395,41 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
     values = _attribute_values(capture, pb_graph, root, base_dir, attributes)
     class_name = trust.class_name(capture.function_name)
     try:
+        if deferred and not pb_graph.subgraphs:
+            from dynamo.deferred import DeferredGraphModule  # noqa: PLC0415 - it imports this module
+            return DeferredGraphModule.of(pb_graph, values, callables, class_name)
         return _graph_module(pb_graph, values, callables, class_name, lint, 0)
     except CaptureError:
         raise
     except Exception as e:  # noqa: BLE001 -- whatever FX raises, the capture is at fault
         reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise CaptureError(f"graph {graph_index}: not a graph FX can build ({reason})") from None
+
+
+def call_target(node, callables, what):
+    """The callable a CALL_FUNCTION node names: a function the live capture
+    put in the graph (`callables`), torch._numpy's, a torch operator for a
+    node inferred on meta, else one of the registry's list (dynamo.trust)."""
+    allowed = callables.get(node.target) if callables else None
+    if allowed is None and node.target.startswith("allow_in_graph."):
+        raise CaptureError(f"{what}: call target {trust.show(node.target)} is a function put in the graph "
+                           "by dynamo.allow_in_graph: only the live capture that made it can call it")
+    if allowed is None and node.target.startswith("torch._numpy."):
+        # NumPy on tensors (dynamo.numpy_bridge): torch._numpy's own
+        # functions, methods and operators, by name.
+        from dynamo import numpy_bridge
+        allowed = numpy_bridge.resolve(node.target)
+        if allowed is None:
+            raise CaptureError(f"{what}: call target {trust.show(node.target)} names nothing in torch._numpy")
+    if allowed is None:
+        allowed = (_operator_target(node.target, what) if node.inferred_on_meta
+                   else trust.call_target(node.target, what))
+    return allowed
+
+
+def method_name(node, what):
+    """The Tensor method a CALL_METHOD node calls, by name."""
+    return _operator_method(node.target, what) if node.inferred_on_meta else trust.method(node.target, what)
 
 
 # How deep subgraphs may nest (torch.cond in a branch of one); the checker's bound.
@@ -416,7 +448,18 @@ def _graph_module(pb_graph, values, callables, class_name, lint, depth):
         if sub.name in subgraphs or sub.name in values:
             raise CaptureError(f"{what}: a second attribute of that name")
         subgraphs[sub.name] = _graph_module(sub, values, callables, class_name, lint, depth + 1)
+    graph = fx_graph(pb_graph, values, subgraphs, callables)
+    if lint:
+        graph.lint()
+    # FX generates the forward's source here; a node it cannot print (an
+    # operator given the wrong number of arguments) fails here too.
+    return torch.fx.GraphModule(dict(values, **subgraphs) if subgraphs else values, graph, class_name=class_name)
 
+
+def fx_graph(pb_graph, values, subgraphs, callables):
+    """pb_graph's nodes as a torch.fx.Graph, each name checked and each call
+    target resolved (call_target); `values` are the attribute tensors and
+    `subgraphs` the GraphModules get_attr nodes may name."""
     graph = torch.fx.Graph()
     env = {}
     done = False
@@ -446,26 +489,11 @@ def _graph_module(pb_graph, values, callables, class_name, lint, depth):
                                    "of the capture's attributes")
             fx_node = graph.get_attr(node.target)
         elif node.kind == ir.Node.CALL_FUNCTION:
-            allowed = callables.get(node.target) if callables else None
-            if allowed is None and node.target.startswith("allow_in_graph."):
-                raise CaptureError(f"{what}: call target {trust.show(node.target)} is a function put in the graph "
-                                   "by dynamo.allow_in_graph: only the live capture that made it can call it")
-            if allowed is None and node.target.startswith("torch._numpy."):
-                # NumPy on tensors (dynamo.numpy_bridge): torch._numpy's own
-                # functions, methods and operators, by name.
-                from dynamo import numpy_bridge
-                allowed = numpy_bridge.resolve(node.target)
-                if allowed is None:
-                    raise CaptureError(f"{what}: call target {trust.show(node.target)} names nothing in torch._numpy")
-            if allowed is None:
-                allowed = (_operator_target(node.target, what) if node.inferred_on_meta
-                           else trust.call_target(node.target, what))
-            fx_node = graph.call_function(allowed, args, kwargs)
+            fx_node = graph.call_function(call_target(node, callables, what), args, kwargs)
         elif node.kind == ir.Node.CALL_METHOD:
             if not args:
                 raise CaptureError(f"{what}: a method call without its object")
-            fx_node = graph.call_method(_operator_method(node.target, what) if node.inferred_on_meta
-                                        else trust.method(node.target, what), args, kwargs)
+            fx_node = graph.call_method(method_name(node, what), args, kwargs)
         elif node.kind == ir.Node.OUTPUT:
             graph.output(args[0] if len(args) == 1 else args)
             done = True
@@ -482,11 +510,7 @@ def _graph_module(pb_graph, values, callables, class_name, lint, depth):
         if kind == "tensor":
             fx_node.meta["dynamo_meta"] = meta_dict(node.meta.tensor, what, symbolic=True)
         env[node.name] = fx_node
-    if lint:
-        graph.lint()
-    # FX generates the forward's source here; a node it cannot print (an
-    # operator given the wrong number of arguments) fails here too.
-    return torch.fx.GraphModule(dict(values, **subgraphs) if subgraphs else values, graph, class_name=class_name)
+    return graph
 
 
 def load(path, root=None, graph_index=0):

@@ -418,7 +418,8 @@ class Runtime:
         self.phase_times.append(phases)
         if result["graph_name"]:
             started = time.perf_counter()
-            gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables(), lint=False)
+            gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables(), lint=False,
+                                 deferred=True)
             phases["graph"] = time.perf_counter() - started
             frame = frame_for_call(fn, args, kwargs)
             example_inputs = [_graph_input(resolve_source(i.name, frame, globals_))

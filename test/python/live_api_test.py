@@ -405,6 +405,78 @@ def backend_that_prints_the_graph():
     assert len(codes) == 1 and codes[0] in out.getvalue() and "sin" in codes[0] and "cos" in codes[0]
 
 
+@test
+def backend_graph_module_is_built_when_read():
+    """The backend's GraphModule runs before its FX graph exists (issue 18);
+    reading the graph, the code, printing, copying and pickling it give what
+    a GraphModule built by FX from the same capture gives."""
+    import pickle  # noqa: PLC0415 - this test alone pickles
+
+    from dynamo.loader import to_graph_module  # noqa: PLC0415
+
+    got = []
+
+    def keeping(gm, example_inputs):
+        got.append(gm)
+        return gm.forward
+
+    model = resnet18().eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        opt = dynamo.optimize(keeping)(model)
+        out = opt(x)
+        want = model(x)
+    assert torch.allclose(out, want, rtol=1e-6, atol=1e-6)
+    gm = got[0]
+    assert isinstance(gm, torch.fx.GraphModule)
+    assert "_dynamo_pending" in gm.__dict__, "the FX graph was built although nothing read it"
+    # Its parameters are the model's own tensors, at the paths FX would use.
+    params = dict(gm.named_parameters())
+    assert params and all(p is model.get_parameter(name) for name, p in params.items())
+    with torch.no_grad():
+        before = gm(x)[0]
+    capture = opt.dynamo_runtime.captures_made[-1]
+    full = to_graph_module(capture, 0, root=model)
+    assert [(n.op, n.name, str(n.target)) for n in gm.graph.nodes] == \
+        [(n.op, n.name, str(n.target)) for n in full.graph.nodes]
+    assert "_dynamo_pending" not in gm.__dict__
+    assert gm.code == full.code and gm.code in str(gm)
+    assert all("dynamo_meta" in n.meta for n in gm.graph.nodes if n.op == "call_function")
+    with torch.no_grad():
+        assert torch.equal(before, gm(x)[0])  # FX's forward now, the same result
+        for copied in (copy.deepcopy(got[0]), pickle.loads(pickle.dumps(got[0]))):
+            assert torch.equal(before, copied(x)[0])
+    # Copied or pickled before anything read the graph.
+    for make in (copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))):
+        got.clear()
+        dynamo.optimize(keeping)(model)(x)
+        assert "_dynamo_pending" in got[0].__dict__
+        with torch.no_grad():
+            assert torch.allclose(make(got[0])(x)[0], want, rtol=1e-6, atol=1e-6)
+    # Under a torch function mode (torch's default-device context): the
+    # grad-mode nodes' binding imports, which crashed a forward without builtins.
+    def grad_modes(x):
+        with torch.no_grad():
+            a = x * 2
+        with torch.enable_grad():
+            b = x * 3
+        return a, b
+
+    x = torch.randn(3, requires_grad=True)
+    with torch.device("cpu"):
+        a, b = dynamo.optimize(keeping)(grad_modes)(x)
+    assert torch.equal(a, x.detach() * 2) and not a.requires_grad and b.requires_grad
+    # An error in the graph points at the generated line.
+    got.clear()
+    dynamo.optimize(keeping)(lambda a, b: a.sin() @ b)(torch.randn(2, 3), torch.randn(3, 4))
+    try:
+        got[0].forward(torch.randn(2, 3), torch.randn(5, 4))
+        raise AssertionError("a mismatched matmul ran")
+    except RuntimeError:
+        frames = traceback.extract_tb(sys.exc_info()[2])
+        assert any("matmul" in (f.line or "") for f in frames), [f.line for f in frames]
+
+
 class Times2(torch.nn.Module):
     def forward(self, x):
         return x * 2
