@@ -533,6 +533,7 @@ def _let_go(gm):
     gm._modules.clear()
     gm._parameters.clear()
     gm._buffers.clear()
+    vars(gm).pop("_dynamo_pending", None)  # a DeferredGraphModule's graph to build holds them too
     for name in [n for n, v in vars(gm).items() if isinstance(v, torch.Tensor)]:
         delattr(gm, name)
 
