@@ -60,7 +60,7 @@ class _Source:
         # (torch's grad-mode binding under a torch function mode such as
         # torch.set_default_device's crashed with an empty dict).
         self.globals = {"__builtins__": builtins}
-        self.lines = []
+        self.reads = set()  # the locals the statement being written reads
 
     def constant(self, value):
         name = f"_k{len(self.globals) - 1}"
@@ -72,6 +72,7 @@ class _Source:
         list or tuple of them, or a global holding the constant. Lists are
         written out each call (FX's forward makes a new one each call too)."""
         if isinstance(value, _Local):
+            self.reads.add(value.name)
             return value.name
         if value is None or isinstance(value, bool) or type(value) is int:
             return repr(value)
@@ -107,11 +108,10 @@ def _forward(pb_graph, values, callables):
     source = _Source()
     env = {}
     params = []
-    statements = []   # (local or None, text, [names of nodes it reads])
+    statements = []   # (local or None, text, {locals it reads})
     done = False
     for node in pb_graph.nodes:
-        what = f"node {trust.label(node.name)}"
-        trust.identifier(node.name, what)
+        what = "node " + trust.identifier(node.name, "node")
         if done:
             raise CaptureError(f"{what}: comes after the output node")
         if node.name in env:
@@ -121,13 +121,14 @@ def _forward(pb_graph, values, callables):
         for k in node.kwargs:
             trust.identifier(k.name, f"{what}: keyword")
             kwargs[k.name] = _argument(k.value, env, f"{what}: keyword {k.name}")
-        # Node names are identifiers, never keywords or dunders; "self" and
-        # our "_k<i>" globals are the only names they could shadow.
-        local = node.name if node.name != "self" and not node.name.startswith("_k") else f"_v{len(env)}"
+        # Node names are identifiers, never keywords or dunders; "self", our
+        # "_k<i>" globals and our "_v<i>" renames are all they could shadow.
+        local = node.name if node.name != "self" and node.name[:2] not in ("_k", "_v") else f"_v{len(env)}"
         if node.kind == ir.Node.PLACEHOLDER:
             params.append(local)
             env[node.name] = _Local(local)
             continue
+        source.reads = set()
         if node.kind == ir.Node.GET_ATTR:
             if node.target not in values:
                 raise CaptureError(f"{what}: get_attr target {trust.show(node.target)} is none "
@@ -146,8 +147,7 @@ def _forward(pb_graph, values, callables):
             done = True
         else:
             raise CaptureError(f"{what}: node kind {_kind_name(node.kind)} is not one libdynamo writes")
-        reads = {v.name for v in _locals(args)} | {v.name for v in _locals(tuple(kwargs.values()))}
-        statements.append((local, text, reads))
+        statements.append((local, text, source.reads))
         if local is not None:
             env[node.name] = _Local(local)
     if not done:
@@ -180,19 +180,6 @@ def _forward(pb_graph, values, callables):
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     weakref.finalize(forward, linecache.cache.pop, filename, None)
     return forward
-
-
-def _locals(value):
-    if isinstance(value, _Local):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _locals(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _locals(v)
-    elif isinstance(value, slice):
-        yield from _locals((value.start, value.stop, value.step))
 
 
 def _place(module, path, value):
