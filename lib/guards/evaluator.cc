@@ -427,6 +427,10 @@ struct GlobalCheck {
   bool expected = false;
   Object expected_object;  // a state that is not a bool (the default dtype): the value itself
   std::string expected_modes;  // the function-mode stack (python::TorchFunctionModes())
+  // For "autocast off on cpu / cuda": torch._C._is_any_autocast_enabled,
+  // which answers False for both at once in about half the time of one
+  // per-device read (every call of every capture checks both).
+  Object none_enabled;
 };
 
 // OBJECT_ALIASING: the accessors of the compared values and their groups.
@@ -1048,6 +1052,11 @@ bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
                           modes.ok() ? absl::StrCat("'", *modes, "'") : std::string(modes.status().message()));
     }
     return false;
+  }
+  if (g.none_enabled) {
+    Object any = Object::Steal(PyObject_CallNoArgs(g.none_enabled.get()));
+    if (any.get() == Py_False) return true;
+    python::ClearError();
   }
   Object got = Object::Steal(PyObject_CallNoArgs(g.reader.get()));
   if (g.expected_object) {
@@ -1929,7 +1938,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
           return fail(absl::InvalidArgumentError("torch_function_modes needs a str value"));
         }
         p->refs[gi] = GuardRef{-1, static_cast<int>(p->globals.size())};
-        p->globals.push_back(GlobalCheck{Object(), false, Object(), g.value().string_value()});
+        p->globals.push_back(GlobalCheck{Object(), false, Object(), g.value().string_value(), Object()});
         continue;
       }
       auto state = kStates->find(g.source());
@@ -1948,7 +1957,15 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
         python::ClearError();
         return fail(absl::InvalidArgumentError("unknown global state"));
       }
-      GlobalCheck check{*reader, g.value().bool_value(), Object(), ""};
+      GlobalCheck check{*reader, g.value().bool_value(), Object(), "", Object()};
+      if (per_device && g.value().value_case() == ir::Argument::kBoolValue && !g.value().bool_value() &&
+          absl::StartsWith(g.source(), "is_autocast")) {
+        // False on every autocast device torch knows (cpu and cuda among
+        // them); where it answers True, the per-device read decides.
+        absl::StatusOr<Object> any = TorchAttr("_C._is_any_autocast_enabled");
+        if (any.ok() && PyCallable_Check(any->get())) check.none_enabled = *any;
+        python::ClearError();
+      }
       if (g.value().value_case() != ir::Argument::kBoolValue) {
         absl::StatusOr<Object> expected = FromArgument(g.value());
         if (!expected.ok()) return fail(expected.status());
