@@ -194,7 +194,10 @@ absl::StatusOr<VarPtr> Translator::CallForward(const VarPtr& fn, std::vector<Var
   // default is read from it on every call).
   VarPtr method = Var::OfKind(VarKind::kFunction, forward,
                               fn->source ? Source::Attr(Source::Attr(fn->source, "__class__"), "forward") : nullptr);
-  method->self = fn;
+  // A @staticmethod forward is called without the module, as
+  // nn.Module.__call__'s self.forward(...) calls it.
+  PyObject* declared = _PyType_Lookup(Py_TYPE(m), python::FromString("forward").get());  // borrowed
+  if (declared == nullptr || Py_TYPE(declared) != &PyStaticMethod_Type) method->self = fn;
   return Inline(method, std::move(args), std::move(kwargs));
 }
 

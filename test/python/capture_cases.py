@@ -510,6 +510,25 @@ class DictIn(nn.Module):
         return self.lin(batch["x"]) + batch["y"]
 
 
+class _Swish(nn.Module):
+    @staticmethod
+    def forward(x):
+        return x * torch.sigmoid(x)
+
+
+class StaticChild(nn.Module):
+    """A child whose forward is a @staticmethod: nn.Module.__call__ calls it
+    without the module."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.act = _Swish()
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
 class Hooked(nn.Module):
     """Forward pre-hooks (one taking keywords) and forward hooks on children,
     the kind instrumentation registers: traced into the graph."""
@@ -545,6 +564,7 @@ flag_eval = TrainingFlag().eval()
 params = ParamMath()
 dict_in = DictIn().eval()
 hooked = Hooked().eval()
+static_child = StaticChild().eval()
 no_blocks = OptionalBlocks(0).eval()
 two_blocks = OptionalBlocks(2).eval()
 
@@ -886,6 +906,7 @@ CASES = [
     ("tensor_attributes_and_fromkeys", ["f32[4]", "i64[2]"], lambda: (r(4), torch.tensor([1, 3]))),
     ("user_operators", ["f32[3]", "f32[3]"], lambda: (r(3), r(3))),
     ("torch_modules_made_inline", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
+    ("static_child.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
 ]
 
 
