@@ -213,6 +213,13 @@ class OptimizedModule(torch.nn.Module):
                 raise
             return getattr(modules["_orig_mod"], name)
 
+    def __dir__(self):
+        # What __getattr__ reaches: the original's names (its submodules,
+        # parameters and buffers included), then the wrapper's own.
+        names = dir(self._orig_mod)
+        known = set(names)
+        return names + [n for n in super().__dir__() if n not in known]
+
     def forward(self, *args, **kwargs):
         mod = self._orig_mod
         runtime = self.dynamo_runtime

@@ -658,6 +658,10 @@ def optimized_module_behaves_like_the_module():
     assert isinstance(opt, dynamo.OptimizedModule) and opt._orig_mod is model
     assert list(opt.state_dict()) == [f"_orig_mod.{k}" for k in model.state_dict()]
     assert getattr(opt, "0") is model[0]  # attributes come from the original
+    model.register_buffer("scale", torch.ones(1))
+    names = dir(opt)  # and dir() lists them: submodules, parameters, buffers, methods
+    assert set(dir(model)) | {"scale", "_orig_mod", "dynamo_runtime"} <= set(names), names
+    assert len(names) == len(set(names))
     x = torch.randn(3, 4)
     opt.eval()
     assert not model.training
