@@ -1216,12 +1216,22 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
     }
     case VarKind::kNNModule: {
       // nn containers without a __contains__ of their own are searched by
-      // iteration, as Python does; any other __contains__ is not traced.
+      // iteration, as Python does; a Python __contains__ (ModuleDict's
+      // `key in self._modules`) is traced, the very function guarded.
       PyObject* own = _PyType_Lookup(Py_TYPE(container->object.get()), python::FromString("__contains__").get());
+      if (own != nullptr && PyFunction_Check(own)) {
+        SourcePtr fn_source =
+            container->source ? Source::Attr(Source::Attr(container->source, "__class__"), "__contains__") : nullptr;
+        guards_.IdMatch(fn_source, python::Object::Borrow(own));
+        absl::StatusOr<VarPtr> r = Inline(Var::OfKind(VarKind::kFunction, python::Object::Borrow(own), fn_source),
+                                          {container, item}, {});
+        if (!r.ok()) return r.status();
+        return Truthy(*r);
+      }
       if (own != nullptr) {
         return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                      absl::StrCat("'in' runs ", python::TypeName(container->object), ".__contains__"),
-                     "membership in modules is traced by iteration only");
+                     "a __contains__ that is not a Python function is not traced");
       }
       absl::StatusOr<std::vector<VarPtr>> items = Materialize(container);
       if (!items.ok()) return items.status();

@@ -529,6 +529,23 @@ class StaticChild(nn.Module):
         return self.act(self.lin(x))
 
 
+class DictHeads(nn.Module):
+    """`key in self.heads` of an nn.ModuleDict (its own __contains__,
+    traced: the graph has the heads that are there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleDict({"cls": nn.Linear(3, 2)})
+
+    def forward(self, x):
+        out = x.relu()
+        if "cls" in self.heads:
+            out = self.heads["cls"](out)
+        if "box" in self.heads:
+            out = out + self.heads["box"](x)
+        return out
+
+
 class Hooked(nn.Module):
     """Forward pre-hooks (one taking keywords) and forward hooks on children,
     the kind instrumentation registers: traced into the graph."""
@@ -565,6 +582,7 @@ params = ParamMath()
 dict_in = DictIn().eval()
 hooked = Hooked().eval()
 static_child = StaticChild().eval()
+dict_heads = DictHeads().eval()
 no_blocks = OptionalBlocks(0).eval()
 two_blocks = OptionalBlocks(2).eval()
 
@@ -907,6 +925,7 @@ CASES = [
     ("user_operators", ["f32[3]", "f32[3]"], lambda: (r(3), r(3))),
     ("torch_modules_made_inline", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
     ("static_child.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("dict_heads.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
 ]
 
 

@@ -2552,6 +2552,43 @@ def dtypes(v):
 
 
 @minimal
+def module_membership_is_traced_and_guarded():
+    """`key in module_dict` runs ModuleDict.__contains__ (`key in
+    self._modules`), traced: one graph, and adding or removing a head
+    recaptures (was a break at the `in`)."""
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = torch.nn.ModuleDict({"cls": torch.nn.Linear(3, 3)})
+
+        def forward(self, x):
+            out = x.relu()
+            if "cls" in self.heads:
+                out = self.heads["cls"](out)
+            if "box" in self.heads:
+                out = out + self.heads["box"](x)
+            return out
+
+    model = Heads().eval()
+    counter = Counter()
+    opt = dynamo.optimize(counter, nopython=True)(model)
+    x = torch.randn(4, 3)
+    ok = True
+    for step, change in enumerate((None, lambda: model.heads.update({"box": torch.nn.Linear(3, 3)}),
+                                   lambda: model.heads.pop("cls"), None)):
+        if change is not None:
+            change()
+        with torch.no_grad():
+            if not same(model(x), opt(x)):
+                FAILURES.append(f"module membership, step {step}: differs from eager")
+                ok = False
+    if counter.graphs != 3:
+        FAILURES.append(f"module membership: {counter.graphs} captures, expected 3")
+        ok = False
+    return ok
+
+
+@minimal
 def autocast_is_followed():
     """Autocast changes the dtypes ops compute in. The ambient state is
     guarded and followed: a capture made outside autocast was reused inside
