@@ -554,6 +554,27 @@ SourcePtr Translator::ChildSource(const VarPtr& container, int64_t index) {
   return Source::Item(container->source, index);
 }
 
+SourcePtr Translator::IteratedSource(const VarPtr& container, int64_t index, PyObject* item) {
+  if (PyUnicode_Check(item)) {
+    // ModuleDict iterates its _modules' keys, ParameterDict its _keys': the
+    // i-th key, so that a renamed or reordered entry fails a guard (its
+    // child's path would name a module, not the key).
+    for (const char* dict_name : {"_modules", "_keys"}) {
+      Object d = Attr(container->object.get(), dict_name);
+      python::ClearError();
+      if (!d || !PyDict_Check(d.get()) || index >= PyDict_Size(d.get())) continue;
+      PyObject *key, *value;
+      Py_ssize_t pos = 0;
+      for (int64_t i = 0; PyDict_Next(d.get(), &pos, &key, &value) && i <= index; ++i) {
+        if (i == index && key == item) {
+          return container->source ? Source::DictKey(Source::Attr(container->source, dict_name), index) : nullptr;
+        }
+      }
+    }
+  }
+  return ChildSource(container, index);
+}
+
 absl::StatusOr<VarPtr> Translator::FromValue(const ops::Value& value) {
   if (value.is_none()) return Var::Constant(python::None());
   if (value.is_bool()) return Var::Constant(python::FromBool(value.as_bool()));

@@ -1101,7 +1101,7 @@ absl::StatusOr<std::vector<VarPtr>> Translator::Materialize(const VarPtr& v) {
       std::vector<VarPtr> items;
       int64_t i = 0;
       while (python::Object item = python::Object::Steal(PyIter_Next(it.get()))) {
-        absl::StatusOr<VarPtr> w = Wrap(item, v->kind == VarKind::kNNModule ? ChildSource(v, i) : nullptr);
+        absl::StatusOr<VarPtr> w = Wrap(item, v->kind == VarKind::kNNModule ? IteratedSource(v, i, item.get()) : nullptr);
         if (!w.ok()) return w.status();
         items.push_back(*w);
         ++i;

@@ -661,6 +661,10 @@ class Translator {
   // The source of the index-th child of an nn.Module container: [i], or .name
   // when nn names the child otherwise (so get_attr targets are module paths).
   SourcePtr ChildSource(const VarPtr& container, int64_t index);
+  // The source of what iterating module container `container` yielded at
+  // `index`: a key (ModuleDict's, ParameterDict's) is that key of the dict
+  // the container iterates, anything else the child (ChildSource).
+  SourcePtr IteratedSource(const VarPtr& container, int64_t index, PyObject* item);
   absl::StatusOr<VarPtr> FromValue(const ops::Value& value);
   absl::StatusOr<python::Object> ToPython(const VarPtr& v);
   absl::StatusOr<ir::Argument> ToArgument(const VarPtr& v);

@@ -2552,7 +2552,7 @@ def dtypes(v):
 
 
 @minimal
-def module_membership_is_traced_and_guarded():
+def module_dict_membership_and_iteration():
     """`key in module_dict` runs ModuleDict.__contains__ (`key in
     self._modules`), traced: one graph, and adding or removing a head
     recaptures (was a break at the `in`)."""
@@ -2584,6 +2584,36 @@ def module_membership_is_traced_and_guarded():
                 ok = False
     if counter.graphs != 3:
         FAILURES.append(f"module membership: {counter.graphs} captures, expected 3")
+        ok = False
+
+    # Iterating a ModuleDict yields its keys: each is guarded as that key of
+    # _modules (it was guarded as the child's path, a guard that could never
+    # hold: the call ran eagerly). Reordering the entries recaptures.
+    class Chain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.acts = torch.nn.ModuleDict([["lrelu", torch.nn.LeakyReLU()], ["tanh", torch.nn.Tanh()]])
+
+        def forward(self, x):
+            for name in self.acts:
+                x = self.acts[name](x)
+            return x
+
+    chain = Chain()
+    counter = Counter()
+    opt = dynamo.optimize(counter)(chain)
+    x = torch.randn(6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(3):
+            if step == 1:
+                chain.acts["lrelu"] = chain.acts.pop("lrelu")  # now tanh first
+            if not same(chain(x), opt(x)):
+                FAILURES.append(f"module dict iteration, step {step}: differs from eager")
+                ok = False
+    eagerly = [str(w.message) for w in caught if "eagerly" in str(w.message)]
+    if counter.graphs != 2 or eagerly:
+        FAILURES.append(f"module dict iteration: {counter.graphs} captures (expected 2), {eagerly}")
         ok = False
     return ok
 
