@@ -970,6 +970,13 @@ absl::StatusOr<VarPtr> Translator::Subscript(const VarPtr& obj, const VarPtr& in
     if (!i.ok()) return i.status();
     return Var::Constant(python::FromLong(obj->start + *i * obj->step));
   }
+  if (obj->kind == VarKind::kNNModule) {
+    // A module class's own __getitem__ (`return self.layers[idx]`) is
+    // traced: run for real, its result would get the container rules' path.
+    if (std::optional<absl::StatusOr<VarPtr>> r = CallModuleSpecial(obj, "__getitem__", {index}, false)) {
+      return *std::move(r);
+    }
+  }
   if (obj->kind == VarKind::kNNModule || obj->kind == VarKind::kConstant) {
     absl::StatusOr<python::Object> key = ToPython(index);
     if (!key.ok()) return key.status();
@@ -1164,6 +1171,23 @@ absl::StatusOr<std::optional<VarPtr>> Translator::IteratorNext(const VarPtr& it)
   return std::nullopt;
 }
 
+std::optional<absl::StatusOr<VarPtr>> Translator::CallModuleSpecial(const VarPtr& v, const char* name,
+                                                                     std::vector<VarPtr> args, bool torch_nn_too) {
+  PyObject* own = _PyType_Lookup(Py_TYPE(v->object.get()), python::FromString(name).get());  // borrowed
+  if (own == nullptr || !PyFunction_Check(own)) return std::nullopt;
+  if (!torch_nn_too) {
+    absl::StatusOr<std::string> module = python::AsString(python::Object::Borrow(PyFunction_GetModule(own)));
+    if (!module.ok() || absl::StartsWith(*module, "torch.nn.")) {
+      python::ClearError();
+      return std::nullopt;
+    }
+  }
+  SourcePtr fn_source = v->source ? Source::Attr(Source::Attr(v->source, "__class__"), name) : nullptr;
+  guards_.IdMatch(fn_source, python::Object::Borrow(own));
+  args.insert(args.begin(), v);
+  return Inline(Var::OfKind(VarKind::kFunction, python::Object::Borrow(own), fn_source), std::move(args), {});
+}
+
 absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr& item, VarPtr* computed) {
   if (std::optional<absl::StatusOr<bool>> r = EnvironHas(container, item)) return *std::move(r);
   if (std::optional<absl::StatusOr<VarPtr>> r = UserDictSpecial(container, "__contains__", {item})) {
@@ -1218,17 +1242,11 @@ absl::StatusOr<bool> Translator::Contains(const VarPtr& container, const VarPtr&
       // nn containers without a __contains__ of their own are searched by
       // iteration, as Python does; a Python __contains__ (ModuleDict's
       // `key in self._modules`) is traced, the very function guarded.
-      PyObject* own = _PyType_Lookup(Py_TYPE(container->object.get()), python::FromString("__contains__").get());
-      if (own != nullptr && PyFunction_Check(own)) {
-        SourcePtr fn_source =
-            container->source ? Source::Attr(Source::Attr(container->source, "__class__"), "__contains__") : nullptr;
-        guards_.IdMatch(fn_source, python::Object::Borrow(own));
-        absl::StatusOr<VarPtr> r = Inline(Var::OfKind(VarKind::kFunction, python::Object::Borrow(own), fn_source),
-                                          {container, item}, {});
-        if (!r.ok()) return r.status();
-        return Truthy(*r);
+      if (std::optional<absl::StatusOr<VarPtr>> r = CallModuleSpecial(container, "__contains__", {item}, true)) {
+        if (!r->ok()) return r->status();
+        return Truthy(**r);
       }
-      if (own != nullptr) {
+      if (_PyType_Lookup(Py_TYPE(container->object.get()), python::FromString("__contains__").get()) != nullptr) {
         return Break(ir::GraphBreak::UNSUPPORTED_CALL,
                      absl::StrCat("'in' runs ", python::TypeName(container->object), ".__contains__"),
                      "a __contains__ that is not a Python function is not traced");

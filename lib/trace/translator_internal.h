@@ -498,6 +498,12 @@ class Translator {
   // object of a Python class is a Python function (obj[k]: __getitem__,
   // k in obj: __contains__); nothing otherwise.
   std::optional<absl::StatusOr<VarPtr>> CallUserSpecial(const VarPtr& v, const char* name, std::vector<VarPtr> args);
+  // The same for an nn.Module `v` whose class has a Python special method
+  // `name` of its own: inlined, the function guarded through the class;
+  // nullopt where it has none, or (torch_nn_too false) where it is
+  // torch.nn's own (ModuleList.__getitem__, traced by the container rules).
+  std::optional<absl::StatusOr<VarPtr>> CallModuleSpecial(const VarPtr& v, const char* name, std::vector<VarPtr> args,
+                                                          bool torch_nn_too);
   // a == b / a != b with a tracked instance: identity when neither side's
   // class defines its own comparison; anything else is a graph break.
   absl::StatusOr<VarPtr> UserObjectCompare(const std::string& op, const VarPtr& a, const VarPtr& b);

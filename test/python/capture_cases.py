@@ -546,6 +546,24 @@ class DictHeads(nn.Module):
         return out
 
 
+class Indexed(nn.Module):
+    """A module with a __getitem__ of its own, indexed in its forward: the
+    method is traced (run for real, its result had the path of self's
+    first child, a guard that never held)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3)])
+
+    def __getitem__(self, idx):
+        return self.layers[idx]
+
+    def forward(self, x):
+        for i, _ in enumerate(self.layers):
+            x = self[i](x)
+        return x
+
+
 class Hooked(nn.Module):
     """Forward pre-hooks (one taking keywords) and forward hooks on children,
     the kind instrumentation registers: traced into the graph."""
@@ -583,6 +601,7 @@ dict_in = DictIn().eval()
 hooked = Hooked().eval()
 static_child = StaticChild().eval()
 dict_heads = DictHeads().eval()
+indexed = Indexed().eval()
 no_blocks = OptionalBlocks(0).eval()
 two_blocks = OptionalBlocks(2).eval()
 
@@ -926,6 +945,7 @@ CASES = [
     ("torch_modules_made_inline", ["f32[2,3]", "f32[2,3]"], lambda: (r(2, 3), r(2, 3))),
     ("static_child.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("dict_heads.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("indexed.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
 ]
 
 
