@@ -2317,18 +2317,22 @@ absl::StatusOr<SourcePtr> Translator::SuperAttrSource(const VarPtr& sup, const s
   if (!self->source || !self->object) {
     return SourcePtr();  // self made during the trace: nothing to guard
   }
-  // super(cls, self).name looks in type(self).__mro__ after cls.
+  // super(cls, self).name looks in type(self).__mro__ after cls; in a
+  // classmethod, super(cls, klass) looks in klass.__mro__ itself.
   Object start = Attr(sup->object.get(), "__thisclass__");
-  PyObject* mro = Py_TYPE(self->object.get())->tp_mro;
+  PyObject* holder = self->object.get();
+  const bool of_class = start && PyType_Check(start.get()) && PyType_Check(holder) &&
+                        PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(holder),
+                                         reinterpret_cast<PyTypeObject*>(start.get()));
+  PyObject* mro = of_class ? reinterpret_cast<PyTypeObject*>(holder)->tp_mro : Py_TYPE(holder)->tp_mro;
+  SourcePtr mro_source = Source::Attr(of_class ? self->source : Source::Attr(self->source, "__class__"), "__mro__");
   if (!start || mro == nullptr) return Break(ir::GraphBreak::OTHER, "super() of an unusual class", "");
   Py_ssize_t i = 0, n = PyTuple_GET_SIZE(mro);
   while (i < n && PyTuple_GET_ITEM(mro, i) != start.get()) ++i;
   for (++i; i < n; ++i) {
     PyObject* raw = python::TypeDictItem(reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i)), name.c_str());
     if (raw == nullptr) continue;
-    SourcePtr entry = Source::Item(
-        Source::Attr(Source::Item(Source::Attr(Source::Attr(self->source, "__class__"), "__mro__"), i), "__dict__"),
-        name);
+    SourcePtr entry = Source::Item(Source::Attr(Source::Item(mro_source, i), "__dict__"), name);
     // A plain class attribute is the value itself; a function is bound to
     // self by the method path (the entry is its path).
     if (raw == value.get() || PyFunction_Check(raw)) {

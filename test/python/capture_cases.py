@@ -564,6 +564,23 @@ class Indexed(nn.Module):
         return x
 
 
+class _Doubler(nn.Module):
+    @classmethod
+    def scaled(cls, x):
+        return x + x
+
+
+class SuperInClassmethod(_Doubler):
+    """super() in a classmethod looks in the class's own MRO (super(cls, cls))."""
+
+    @classmethod
+    def scaled(cls, x):
+        return super().scaled(x) + 1
+
+    def forward(self, x):
+        return self.scaled(x).relu()
+
+
 class Hooked(nn.Module):
     """Forward pre-hooks (one taking keywords) and forward hooks on children,
     the kind instrumentation registers: traced into the graph."""
@@ -602,6 +619,7 @@ hooked = Hooked().eval()
 static_child = StaticChild().eval()
 dict_heads = DictHeads().eval()
 indexed = Indexed().eval()
+super_in_classmethod = SuperInClassmethod().eval()
 no_blocks = OptionalBlocks(0).eval()
 two_blocks = OptionalBlocks(2).eval()
 
@@ -946,6 +964,7 @@ CASES = [
     ("static_child.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("dict_heads.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
     ("indexed.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
+    ("super_in_classmethod.forward", ["f32[2,3]"], lambda: (r(2, 3),)),
 ]
 
 
