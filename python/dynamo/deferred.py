@@ -25,7 +25,7 @@ import torch.fx
 
 from dynamo import dynamo_ir_pb2 as ir
 from dynamo import trust
-from dynamo.loader import CaptureError, _argument, _kind_name, call_target, fx_graph, method_name
+from dynamo.loader import CaptureError, _kind_name, call_target, checked_nodes, fx_graph, method_name
 
 _names = itertools.count()
 
@@ -110,17 +110,7 @@ def _forward(pb_graph, values, callables):
     params = []
     statements = []   # (local or None, text, {locals it reads})
     done = False
-    for node in pb_graph.nodes:
-        what = "node " + trust.identifier(node.name, "node")
-        if done:
-            raise CaptureError(f"{what}: comes after the output node")
-        if node.name in env:
-            raise CaptureError(f"{what}: a second node of that name")
-        args = tuple(_argument(a, env, what) for a in node.args)
-        kwargs = {}
-        for k in node.kwargs:
-            trust.identifier(k.name, f"{what}: keyword")
-            kwargs[k.name] = _argument(k.value, env, f"{what}: keyword {k.name}")
+    for node, what, args, kwargs in checked_nodes(pb_graph, env):
         # Node names are identifiers, never keywords or dunders; "self", our
         # "_k<i>" globals and our "_v<i>" renames are all they could shadow.
         local = node.name if node.name != "self" and node.name[:2] not in ("_k", "_v") else f"_v{len(env)}"
@@ -199,6 +189,18 @@ def _place(module, path, value):
         module._buffers[leaf] = value
 
 
+def _built_on_read(name):
+    """An attribute GraphModule reads and writes as a plain one, kept in the
+    instance's __dict__, whose first read builds the FX graph."""
+    def read(self):
+        self._materialize()
+        return self.__dict__[name]
+
+    def write(self, value):
+        self.__dict__[name] = value
+    return property(read, write)
+
+
 class DeferredGraphModule(torch.fx.GraphModule):
     """A GraphModule whose FX graph is built on first use (see the module's
     docstring). `_graph` and `_code` are properties: GraphModule's own
@@ -227,23 +229,8 @@ class DeferredGraphModule(torch.fx.GraphModule):
             pb_graph, values, callables = pending
             torch.fx.GraphModule.graph.fset(self, fx_graph(pb_graph, values, {}, callables))
 
-    @property
-    def _graph(self):
-        self._materialize()
-        return self.__dict__["_graph"]
-
-    @_graph.setter
-    def _graph(self, graph):
-        self.__dict__["_graph"] = graph
-
-    @property
-    def _code(self):
-        self._materialize()
-        return self.__dict__["_code"]
-
-    @_code.setter
-    def _code(self, code):
-        self.__dict__["_code"] = code
+    _graph = _built_on_read("_graph")
+    _code = _built_on_read("_code")
 
     # These copy or pickle __dict__, which must hold the graph first.
     def __reduce__(self):

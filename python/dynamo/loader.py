@@ -456,12 +456,11 @@ def _graph_module(pb_graph, values, callables, class_name, lint, depth):
     return torch.fx.GraphModule(dict(values, **subgraphs) if subgraphs else values, graph, class_name=class_name)
 
 
-def fx_graph(pb_graph, values, subgraphs, callables):
-    """pb_graph's nodes as a torch.fx.Graph, each name checked and each call
-    target resolved (call_target); `values` are the attribute tensors and
-    `subgraphs` the GraphModules get_attr nodes may name."""
-    graph = torch.fx.Graph()
-    env = {}
+def checked_nodes(pb_graph, env):
+    """(node, what, args, kwargs) for each node of pb_graph: its name checked
+    (a plain identifier, not seen before, not after the output node) and its
+    arguments read, a node's name standing for env[name] -- which the caller
+    fills in as it builds each node."""
     done = False
     for node in pb_graph.nodes:
         what = f"node {trust.label(node.name)}"
@@ -475,6 +474,17 @@ def fx_graph(pb_graph, values, subgraphs, callables):
         for k in node.kwargs:
             trust.identifier(k.name, f"{what}: keyword")
             kwargs[k.name] = _argument(k.value, env, f"{what}: keyword {k.name}")
+        done = node.kind == ir.Node.OUTPUT
+        yield node, what, args, kwargs
+
+
+def fx_graph(pb_graph, values, subgraphs, callables):
+    """pb_graph's nodes as a torch.fx.Graph, each name checked and each call
+    target resolved (call_target); `values` are the attribute tensors and
+    `subgraphs` the GraphModules get_attr nodes may name."""
+    graph = torch.fx.Graph()
+    env = {}
+    for node, what, args, kwargs in checked_nodes(pb_graph, env):
         if node.kind == ir.Node.PLACEHOLDER:
             fx_node = graph.placeholder(node.name)
         elif node.kind == ir.Node.GET_ATTR and node.meta.WhichOneof("kind") == "graph":
@@ -496,7 +506,6 @@ def fx_graph(pb_graph, values, subgraphs, callables):
             fx_node = graph.call_method(method_name(node, what), args, kwargs)
         elif node.kind == ir.Node.OUTPUT:
             graph.output(args[0] if len(args) == 1 else args)
-            done = True
             continue
         else:
             # CALL_MODULE included: libdynamo inlines modules down to

@@ -455,12 +455,7 @@ def backend_graph_module_is_built_when_read():
             assert torch.allclose(make(got[0])(x)[0], want, rtol=1e-6, atol=1e-6)
     # Under a torch function mode (torch's default-device context): the
     # grad-mode nodes' binding imports, which crashed a forward without builtins.
-    def grad_modes(x):
-        with torch.no_grad():
-            a = x * 2
-        with torch.enable_grad():
-            b = x * 3
-        return a, b
+    from capture_cases import grad_modes  # noqa: PLC0415 - no_grad() then enable_grad() blocks
 
     x = torch.randn(3, requires_grad=True)
     with torch.device("cpu"):

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import itertools
 import operator
+import os
 import sys
 import types
 import warnings
@@ -2554,28 +2555,18 @@ def dtypes(v):
 @minimal
 def module_dict_membership_and_iteration():
     """`key in module_dict` runs ModuleDict.__contains__ (`key in
-    self._modules`), traced: one graph, and adding or removing a head
+    self._modules`), traced: one graph, and adding or replacing a head
     recaptures (was a break at the `in`)."""
-    class Heads(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.heads = torch.nn.ModuleDict({"cls": torch.nn.Linear(3, 3)})
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from capture_cases import DictHeads  # noqa: PLC0415 - the corpus case, mutated here
 
-        def forward(self, x):
-            out = x.relu()
-            if "cls" in self.heads:
-                out = self.heads["cls"](out)
-            if "box" in self.heads:
-                out = out + self.heads["box"](x)
-            return out
-
-    model = Heads().eval()
+    model = DictHeads().eval()
     counter = Counter()
     opt = dynamo.optimize(counter, nopython=True)(model)
     x = torch.randn(4, 3)
     ok = True
-    for step, change in enumerate((None, lambda: model.heads.update({"box": torch.nn.Linear(3, 3)}),
-                                   lambda: model.heads.pop("cls"), None)):
+    for step, change in enumerate((None, lambda: model.heads.update({"box": torch.nn.Linear(3, 2)}),
+                                   lambda: model.heads.update({"cls": torch.nn.Linear(3, 2)}), None)):
         if change is not None:
             change()
         with torch.no_grad():
