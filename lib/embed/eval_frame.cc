@@ -317,7 +317,7 @@ bool Skipped(PyCodeObject* co) {
   }
   std::string f(file);
   // Generated graph forwards (torch.fx's, and dynamo/deferred.py's "<dynamo
-  // graph N>": capturing one would capture its own graph again) and frozen
+  // graph>.N": capturing one would capture its own graph again) and frozen
   // modules; code exec'd from a string ("<string>") is user code like any other.
   if (f.empty() || StartsWith(f, "<eval_with_key") || StartsWith(f, "<dynamo graph") || StartsWith(f, "<frozen")) {
     return true;

@@ -17,8 +17,6 @@ targets in the registry's list), so no code is chosen by the capture's text.
 """
 import builtins
 import itertools
-import linecache
-import weakref
 
 import torch
 import torch.fx
@@ -160,16 +158,28 @@ def _forward(pb_graph, values, callables):
         if i in drops and not text.startswith("return "):
             lines.append(f"    {' = '.join(sorted(drops[i]))} = None")
     text = "\n".join(lines) + "\n"
-    # The frame evaluator never captures a frame of this name (lib/embed/eval_frame.cc).
-    filename = f"<dynamo graph {next(_names)}>"
+    # The frame evaluator never captures a frame of this name
+    # (lib/embed/eval_frame.cc). Tracebacks through the graph show its lines,
+    # as for FX's forward: linecache asks the globals' __loader__ for them,
+    # and only when a traceback is printed (a name of the form "<...>" would
+    # never be asked; nothing is stored for a forward no traceback reads).
+    filename = f"<dynamo graph>.{next(_names)}"
+    source.globals.update(__name__=filename, __loader__=_Lines(text))
     exec(compile(text, filename, "exec"), source.globals)
     forward = source.globals.pop("forward")
     forward.__qualname__ = "forward"
-    # Tracebacks through the graph show its lines, as for FX's forward, for
-    # as long as the forward lives (a process making many captures keeps none).
-    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
-    weakref.finalize(forward, linecache.cache.pop, filename, None)
     return forward
+
+
+class _Lines:
+    """A generated forward's source, for linecache (a module loader's get_source)."""
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def get_source(self, name):
+        return self.text
 
 
 def _place(module, path, value):
