@@ -23,7 +23,7 @@ import torch.fx
 
 from dynamo import dynamo_ir_pb2 as ir
 from dynamo import trust
-from dynamo.loader import CaptureError, _kind_name, call_target, checked_nodes, fx_graph, method_name
+from dynamo.loader import CaptureError, _kind_name, _set_path, call_target, checked_nodes, fx_graph, method_name
 
 _names = itertools.count()
 
@@ -182,23 +182,6 @@ class _Lines:
         return self.text
 
 
-def _place(module, path, value):
-    """value at the dotted path under module, as GraphModule's constructor
-    places a dict root's tensors (parameters as parameters, others as
-    buffers), writing the module dicts directly: the paths are checked and
-    the modules are fresh."""
-    *parents, leaf = path.split(".")
-    for p in parents:
-        child = module._modules.get(p)
-        if child is None:
-            child = module._modules[p] = torch.nn.Module()
-        module = child
-    if isinstance(value, torch.nn.Parameter):
-        module._parameters[leaf] = value
-    else:
-        module._buffers[leaf] = value
-
-
 def _built_on_read(name):
     """An attribute GraphModule reads and writes as a plain one, kept in the
     instance's __dict__, whose first read builds the FX graph."""
@@ -228,8 +211,8 @@ class DeferredGraphModule(torch.fx.GraphModule):
         # on an empty graph (its code generation of nothing is cheap).
         super().__init__({}, torch.fx.Graph(), class_name)
         del self.__dict__["_graph"], self.__dict__["_code"]
-        for path in sorted(values, key=lambda t: t.count(".")):
-            _place(self, path, values[path])
+        for path, value in values.items():  # a path is never both a tensor and a parent (the loader checks)
+            _set_path(self, path, value)
         self.__dict__["_dynamo_pending"] = (pb_graph, values, callables)
         type(self).forward = forward
 
