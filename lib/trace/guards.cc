@@ -101,6 +101,17 @@ void GuardSet::TypeMatch(const SourcePtr& source, const python::Object& value) {
   }
 }
 
+void GuardSet::Reidentify(const SourcePtr& source, const python::Object& value) {
+  if (!source) return;
+  const std::string path = source->ToString();
+  python::Object type = python::Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(value.get())));
+  for (ir::Guard& g : guards_) {
+    if (g.source() != path) continue;
+    if (g.kind() == ir::Guard::ID_MATCH) g.mutable_value()->set_string_value(IdentityName(value));
+    if (g.kind() == ir::Guard::TYPE_MATCH) g.mutable_value()->set_string_value(IdentityName(type));
+  }
+}
+
 void GuardSet::LengthMatch(const SourcePtr& source, int64_t length) {
   if (!source) return;
   if (ir::Guard* g = Add(ir::Guard::LENGTH_MATCH, source->ToString())) {

@@ -39,6 +39,10 @@ class GuardSet {
   void IdMatch(const SourcePtr& source, const python::Object& value);
   // type(value) is the type of `value` (recorded as IdentityName of the type).
   void TypeMatch(const SourcePtr& source, const python::Object& value);
+  // `value`, at `source`, changed class during the trace (a lazy module
+  // becoming its cls_to_become when it initialized): the ID_MATCH and
+  // TYPE_MATCH guards already recorded on it name what it is now.
+  void Reidentify(const SourcePtr& source, const python::Object& value);
   // len(value) == length (containers that were iterated or measured).
   void LengthMatch(const SourcePtr& source, int64_t length);
   // hasattr(value at `object`, name) == present: an attribute's absence is a

@@ -469,6 +469,12 @@ std::optional<std::string> TorchOperatorName(PyObject* fn) {
   return candidate;
 }
 
+absl::StatusOr<Object> RealExample(const ops::Value& value) {
+  Inputs inputs;
+  inputs.fake = true;  // tensors of their own devices; outside a fake mode, real
+  return ToPython(value, inputs);
+}
+
 absl::StatusOr<MetaCall> InferOnMeta(const Object& fn, const std::vector<ops::Value>& args,
                                      const std::vector<ops::Kwarg>& kwargs, const MetaOptions& options) {
   Inputs inputs;

@@ -93,6 +93,13 @@ struct MetaCall {
                                                    const std::vector<ops::Kwarg>& kwargs,
                                                    const MetaOptions& options);
 
+// `value` as Python objects for a call that runs for real: each tensor an
+// uninitialized tensor of its metadata (torch.empty_strided, on its own
+// device), the rest as ToPython gives them. For code that reads only its
+// arguments' metadata and whose effect is wanted (a lazy module inferring
+// its parameters). Needs the GIL.
+[[nodiscard]] absl::StatusOr<python::Object> RealExample(const ops::Value& value);
+
 // The canonical name of a torch operator (the rule above), or nullopt for
 // any other callable. Needs the GIL.
 [[nodiscard]] std::optional<std::string> TorchOperatorName(PyObject* fn);

@@ -92,6 +92,7 @@ absl::StatusOr<std::vector<Translator::ModuleHook>> Translator::ModuleHooks(cons
 
 absl::StatusOr<VarPtr> Translator::CallNNModule(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {
   PyObject* m = fn->object.get();
+  if (absl::Status lazy = InitializeLazyModule(fn, args, kwargs); !lazy.ok()) return lazy;
   // Backward hooks hang on the autograd graph the call builds: not traced.
   for (const char* name : {"_backward_hooks", "_backward_pre_hooks"}) {
     Object h = Attr(m, name);
@@ -161,6 +162,51 @@ absl::StatusOr<VarPtr> Translator::CallNNModule(const VarPtr& fn, std::vector<Va
     if (!IsNone(r)) result = r;
   }
   return result;
+}
+
+absl::Status Translator::InitializeLazyModule(const VarPtr& fn, const std::vector<VarPtr>& args,
+                                              const Kwargs& kwargs) {
+  PyObject* m = fn->object.get();
+  Object instance_dict = Object::Steal(PyObject_GenericGetDict(m, nullptr));
+  PyObject* hook = instance_dict ? PyDict_GetItemString(instance_dict.get(), "_initialize_hook") : nullptr;
+  python::ClearError();
+  if (hook == nullptr) return absl::OkStatus();
+  absl::StatusOr<Object> lazy = python::Import("torch.nn.modules.lazy");
+  Object mixin = lazy.ok() ? Attr(lazy->get(), "LazyModuleMixin") : Object();
+  if (!mixin || PyObject_IsInstance(m, mixin.get()) != 1) {
+    python::ClearError();
+    return absl::OkStatus();
+  }
+  // Its first call infers the parameters' shapes from the arguments' and
+  // materializes them (the hook then removes itself, and the module may
+  // become its cls_to_become). That is initialization, not computation:
+  // it runs for real now, as torch._dynamo runs it, on uninitialized
+  // tensors of the arguments' metadata; the call traced is then that of
+  // the module it made.
+  auto failed = [&](const std::string& why) {
+    return Break(ir::GraphBreak::UNSUPPORTED_CALL,
+                 absl::StrCat("initializing lazy module ", python::TypeName(fn->object), ": ", why),
+                 "a lazy module infers its parameters from the metadata of its first call's arguments");
+  };
+  std::vector<Object> py_args;
+  for (const VarPtr& a : args) {
+    absl::StatusOr<ops::Value> v = ToValue(a);
+    absl::StatusOr<Object> o = v.ok() ? RealExample(*v) : absl::StatusOr<Object>(v.status());
+    if (!o.ok()) return failed(std::string(o.status().message()));
+    py_args.push_back(*std::move(o));
+  }
+  Object py_kwargs = Object::Steal(PyDict_New());
+  for (const auto& [name, value] : kwargs) {
+    absl::StatusOr<ops::Value> v = ToValue(value);
+    absl::StatusOr<Object> o = v.ok() ? RealExample(*v) : absl::StatusOr<Object>(v.status());
+    if (!o.ok()) return failed(std::string(o.status().message()));
+    PyDict_SetItemString(py_kwargs.get(), name.c_str(), o->get());
+  }
+  absl::StatusOr<Object> done =
+      python::CallMethod(fn->object, "_infer_parameters", {fn->object, python::MakeTuple(py_args), py_kwargs});
+  if (!done.ok()) return failed(std::string(done.status().message()));
+  guards_.Reidentify(fn->source, fn->object);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<VarPtr> Translator::CallForward(const VarPtr& fn, std::vector<VarPtr> args, Kwargs kwargs) {

@@ -526,6 +526,9 @@ class Translator {
   // m(*args, **kwargs): its forward pre-hooks, forward and forward hooks,
   // every hook dict read guarded; backward hooks are a graph break.
   absl::StatusOr<VarPtr> CallNNModule(const VarPtr& module, std::vector<VarPtr> args, Kwargs kwargs);
+  // A lazy module not yet initialized (torch.nn.LazyLinear, any
+  // LazyModuleMixin) is initialized for real from the arguments' metadata.
+  absl::Status InitializeLazyModule(const VarPtr& fn, const std::vector<VarPtr>& args, const Kwargs& kwargs);
   // m.forward(*args, **kwargs) as __call__ runs it (an instance attribute
   // `forward` shadows the class's).
   absl::StatusOr<VarPtr> CallForward(const VarPtr& module, std::vector<VarPtr> args, Kwargs kwargs);

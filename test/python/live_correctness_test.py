@@ -2610,6 +2610,70 @@ def module_dict_membership_and_iteration():
 
 
 @minimal
+def lazy_modules_initialize_at_their_first_call():
+    """A lazy module (torch.nn.LazyLinear, LazyConv2d, LazyBatchNorm2d, a
+    user's LazyModuleMixin) infers its parameters from its first call's
+    arguments in a forward pre-hook that materializes them and removes
+    itself. Traced, that hook was a break (nopython: an error) or a trace
+    of an uninitialized parameter. It now runs for real at trace time on
+    the arguments' metadata, as in eager: the same parameters, drawn in
+    eager's order (equal state dicts from one seed), one graph, and the
+    module's change of class does not stale the capture's guards."""
+    from torch.nn.modules.lazy import LazyModuleMixin  # noqa: PLC0415
+
+    class ListLayer(LazyModuleMixin, torch.nn.Module):
+        def initialize_parameters(self, items):
+            with torch.no_grad():
+                self.scale = torch.nn.Parameter(torch.empty(items[0].shape).fill_(0.5))
+
+        def forward(self, items):
+            total = 0
+            for t in items:
+                total = total + t
+            return total * self.scale
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.LazyConv2d(4, 3)
+            self.bn = torch.nn.LazyBatchNorm2d()
+            self.fc = torch.nn.LazyLinear(5)
+            self.items = ListLayer()
+
+        def forward(self, x, extra):
+            y = self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+            return self.items([y, y * 2, extra])
+
+    x, extra = torch.randn(2, 3, 6, 6), torch.randn(2, 5)
+    torch.manual_seed(0)
+    eager = Net()
+    expected = [eager(x, extra) for _ in range(3)]
+    torch.manual_seed(0)
+    model = Net()
+    counter = Counter()
+    opt = dynamo.optimize(counter, nopython=True)(model)
+    ok = True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [opt(x, extra) for _ in range(3)]
+    state, eager_state = model.state_dict(), eager.state_dict()
+    if state.keys() != eager_state.keys() or not all(torch.equal(state[k], eager_state[k]) for k in state):
+        FAILURES.append(f"lazy modules: parameters differ from eager's ({sorted(state)} vs {sorted(eager_state)})")
+        ok = False
+    if type(model.fc) is not torch.nn.Linear or type(model.conv) is not torch.nn.Conv2d:
+        FAILURES.append(f"lazy modules: not materialized ({type(model.fc)}, {type(model.conv)})")
+        ok = False
+    if not same(expected, got):
+        FAILURES.append("lazy modules: differ from eager")
+        ok = False
+    eagerly = [str(w.message) for w in caught if "eagerly" in str(w.message)]
+    if counter.graphs != 1 or eagerly:
+        FAILURES.append(f"lazy modules: {counter.graphs} captures (expected 1), {eagerly}")
+        ok = False
+    return ok
+
+
+@minimal
 def autocast_is_followed():
     """Autocast changes the dtypes ops compute in. The ambient state is
     guarded and followed: a capture made outside autocast was reused inside
