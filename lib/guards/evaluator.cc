@@ -240,6 +240,15 @@ struct Life {
   std::function<void()> on_death;
 };
 
+PyTypeObject* TupleIteratorType() {
+  static PyTypeObject* type = [] {
+    Object empty = Object::Steal(PyTuple_New(0));
+    Object it = Object::Steal(PyObject_GetIter(empty.get()));
+    return Py_TYPE(it.get());  // a static type of the interpreter's
+  }();
+  return type;
+}
+
 // A call step's value: only the pure queries the trace asks through call
 // sources (lib/trace/source.h), each on the type it is defined for -- a
 // capture file is data, and its guards must not call anything else.
@@ -249,6 +258,10 @@ Object CallQuery(PyObject* base, PyObject* name) {
   if (std::strcmp(n, "__subclasses__") == 0 && PyType_Check(base)) {
     // type's own method, whatever the class defines under that name.
     return Object::Steal(PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyType_Type), "__subclasses__", "O", base));
+  }
+  if (std::strcmp(n, "__reduce__") == 0 && Py_TYPE(base) == TupleIteratorType()) {
+    // A tuple's iterator: (iter, (tuple,), position), its state.
+    return Object::Steal(PyObject_CallMethodNoArgs(base, name));
   }
   PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed; loaded if base is torch's
   const char* type = std::strcmp(n, "untyped_storage") == 0                          ? "Tensor"
@@ -261,8 +274,9 @@ Object CallQuery(PyObject* base, PyObject* name) {
                             ? PyObject_TypeCheck(base, reinterpret_cast<PyTypeObject*>(cls.get()))
                             : Py_TYPE(base) == reinterpret_cast<PyTypeObject*>(cls.get()));
   if (!of_type) {
-    PyErr_Format(PyExc_TypeError, "a guard source may call only cls.__subclasses__(), tensor.untyped_storage() "
-                 "and storage.size() / nbytes(), not %s() of a %s", n, Py_TYPE(base)->tp_name);
+    PyErr_Format(PyExc_TypeError, "a guard source may call only cls.__subclasses__(), tensor.untyped_storage(), "
+                 "storage.size() / nbytes() and a tuple iterator's __reduce__(), not %s() of a %s", n,
+                 Py_TYPE(base)->tp_name);
     return {};
   }
   return Object::Steal(PyObject_CallMethodNoArgs(base, name));

@@ -1357,6 +1357,15 @@ absl::StatusOr<Rewritten> Rewrite(const trace::TraceResult& r, const RewriteOpti
         if (absl::Status status = e.Load(s.value); !status.ok()) return status;
         e.EmitSlot(op::kStoreDeref, s.slot);
         break;
+      case SideEffect::Kind::kIteratorPosition:
+        e.BeginCall();
+        if (absl::Status status = e.Load(s.target); !status.ok()) return status;
+        e.EmitName(op::kLoadAttr, e.Name("__setstate__"));
+        e.CalleeLoaded();
+        e.LoadConst(python::FromLong(s.target->start + static_cast<int64_t>(s.target->position)));
+        e.Call(1);
+        e.Emit(op::kPopTop);
+        break;
       case SideEffect::Kind::kListContents:
       case SideEffect::Kind::kDictContents:
         break;

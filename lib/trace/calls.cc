@@ -313,6 +313,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     return v;
   }
   if (source && IsDequeObject(o)) return WrapDeque(obj, source);
+  if (source && IsTupleIterator(o)) return WrapTupleIterator(obj, source);
   if (PyDict_Check(o)) {
     absl::StatusOr<VarPtr> v = WrapDictItems(obj, source);
     if (!v.ok() || (*v)->kind != VarKind::kDict) return v;

@@ -52,6 +52,14 @@ bool IsDeque(const VarPtr& v) {
 
 bool IsDequeObject(PyObject* o) { return reinterpret_cast<PyObject*>(Py_TYPE(o)) == DequeClass(); }
 
+bool IsTupleIterator(PyObject* o) {
+  static PyTypeObject* type = [] {
+    Object empty = Object::Steal(PyTuple_New(0));
+    return Py_TYPE(Object::Steal(PyObject_GetIter(empty.get())).get());  // a static type of the interpreter's
+  }();
+  return Py_TYPE(o) == type;
+}
+
 bool IsDefaultDict(const VarPtr& v) {
   return v->kind == VarKind::kDict && v->default_factory && v->container_class &&
          v->container_class.get() == DefaultDictClass();
@@ -145,6 +153,39 @@ absl::Status Translator::ReadDefaultFactory(const VarPtr& d, const Object& obj) 
   d->container_class = Object::Borrow(DefaultDictClass());
   d->default_factory = *f;
   return absl::OkStatus();
+}
+
+R Translator::WrapTupleIterator(const Object& obj, SourcePtr source) {
+  absl::StatusOr<Object> state = python::CallMethod(obj, "__reduce__");
+  if (!state.ok()) return state.status();
+  // (iter, (tuple,), position), or (iter, ((),)) once exhausted.
+  PyObject* s = state->get();
+  PyObject* args = PyTuple_Check(s) && PyTuple_GET_SIZE(s) >= 2 ? PyTuple_GET_ITEM(s, 1) : nullptr;
+  PyObject* items = args != nullptr && PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0)
+                                                                                          : nullptr;
+  if (items == nullptr || !PyTuple_Check(items)) return absl::InternalError("unexpected tuple iterator state");
+  int64_t position = 0;
+  if (PyTuple_GET_SIZE(s) == 3) {
+    absl::StatusOr<long long> p = python::AsLong(Object::Borrow(PyTuple_GET_ITEM(s, 2)));
+    if (!p.ok()) return p.status();
+    position = *p;
+  }
+  const int64_t length = PyTuple_GET_SIZE(items);
+  SourcePtr reduced = Source::Call(source, "__reduce__");
+  SourcePtr tuple = Source::Item(Source::Item(reduced, 1), 0);
+  guards_.TypeMatch(source, obj);
+  guards_.LengthMatch(tuple, length);
+  if (length > 0) guards_.EqualsMatch(Source::Item(reduced, 2), python::FromLong(position));
+  std::vector<VarPtr> rest;
+  for (int64_t i = position; i < length; ++i) {
+    ASSIGN_OR_RETURN(item, Wrap(Object::Borrow(PyTuple_GET_ITEM(items, i)), Source::Item(tuple, i)));
+    rest.push_back(item);
+  }
+  VarPtr v = Var::Iterator(std::move(rest));
+  v->source = std::move(source);
+  v->object = obj;
+  v->start = position;
+  return v;
 }
 
 R Translator::WrapDeque(const Object& obj, SourcePtr source) {

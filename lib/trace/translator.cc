@@ -1152,6 +1152,20 @@ absl::StatusOr<VarPtr> Translator::GetIter(const VarPtr& v) {
 }
 
 absl::StatusOr<std::optional<VarPtr>> Translator::IteratorNext(const VarPtr& it) {
+  if (it->source && it->object && it->position < it->items.size()) {
+    // A tuple iterator of the frame's (WrapTupleIterator): the real one is
+    // advanced to where the trace leaves it, after the graph.
+    if (!allow_breaks_) {
+      return Break(ir::GraphBreak::SIDE_EFFECT, absl::StrCat("next() advances ", it->source->ToString()),
+                   "advancing an iterator that outlives the call is a side effect");
+    }
+    if (mutated_.insert(it.get()).second) {
+      SideEffect e;
+      e.kind = SideEffect::Kind::kIteratorPosition;
+      e.target = it;
+      side_effects_.push_back(std::move(e));
+    }
+  }
   const VarPtr& over = it->self;
   if (over && over->kind == VarKind::kList) {
     if (it->position < over->items.size()) return over->items[it->position++];

@@ -128,6 +128,9 @@ struct SideEffect {
     kStoreCell,     // the free variable in top-frame slot `slot` = value
     kListContents,  // target[:] = target's final items (a list from a source)
     kDictContents,  // target.clear(); target.update(final items)
+    // target.__setstate__(its final position): a tuple's iterator read from
+    // the frame (WrapTupleIterator) that the trace advanced.
+    kIteratorPosition,
   };
   Kind kind = Kind::kStoreGlobal;
   VarPtr target;

@@ -53,6 +53,7 @@ bool IsUserDict(const VarPtr& v);
 bool IsDeque(const VarPtr& v);
 bool IsDefaultDict(const VarPtr& v);
 bool IsDequeObject(PyObject* o);  // exactly a collections.deque
+bool IsTupleIterator(PyObject* o);  // exactly a tuple's iterator (iter(a_tuple))
 
 // Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
 // program has not imported numpy.
@@ -389,6 +390,12 @@ class Translator {
   // A deque read from the frame: its items by index, type, length and
   // maxlen guarded; the trace reads it but does not change it (a break).
   absl::StatusOr<VarPtr> WrapDeque(const python::Object& obj, SourcePtr source);
+  // A tuple's iterator read from the frame (an argument, or one a resume
+  // function is handed): its remaining items, read through its state
+  // it.__reduce__() = (iter, (tuple,), position) with the tuple's length
+  // and the position guarded, as an iterator the trace advances; its final
+  // position is replayed on the real one after the graph.
+  absl::StatusOr<VarPtr> WrapTupleIterator(const python::Object& obj, SourcePtr source);
   absl::StatusOr<VarPtr> CallDequeMethod(const VarPtr& q, const std::string& name, const std::vector<VarPtr>& args,
                                          const Kwargs& kwargs);
   // operator.<name>(a, b) with a deque among them.

@@ -64,18 +64,24 @@ def _unquote(s):
     return s[1:-1].replace("\\'", "'").replace("\\\\", "\\")
 
 
+_TUPLE_ITERATOR = type(iter(()))
+
+
 def _call_query(value, name):
     """A call step: only the pure queries the trace reads through call
     sources, each on its own type (a capture's guards are data: they must
     not call anything else)."""
     if name == "__subclasses__" and isinstance(value, type):
         return type.__subclasses__(value)
+    if name == "__reduce__" and type(value) is _TUPLE_ITERATOR:  # (iter, (tuple,), position)
+        return value.__reduce__()
     torch = sys.modules.get("torch")
     if torch is not None and ((name == "untyped_storage" and isinstance(value, torch.Tensor)) or
                               (name in ("size", "nbytes") and type(value) is torch.UntypedStorage)):
         return getattr(value, name)()
-    raise TypeError(f"a guard source may call only cls.__subclasses__(), tensor.untyped_storage() and "
-                    f"storage.size() / nbytes(), not {name}() of a {type(value).__name__}")
+    raise TypeError(f"a guard source may call only cls.__subclasses__(), tensor.untyped_storage(), "
+                    f"storage.size() / nbytes() and a tuple iterator's __reduce__(), not {name}() of a "
+                    f"{type(value).__name__}")
 
 
 def resolve_source(source, frame_locals, frame_globals):

@@ -2610,6 +2610,70 @@ def module_dict_membership_and_iteration():
 
 
 @minimal
+def tuple_iterators_cross_breaks():
+    """A tuple's iterator live across a break reaches the resume function
+    as the real object: each next() there was a break of its own ("next()
+    of a non-iterator"), 5 graphs where 2 do. It is now read through its
+    state (__reduce__: the tuple and the position, guarded) and advanced
+    by the trace; the real one is set to where the trace left it, so the
+    caller (or the return) sees eager's position. Another position
+    recaptures."""
+    ok = True
+
+    @dynamo.disable
+    def opaque(a, b):
+        return a + b
+
+    def across(x):
+        it = iter(tuple(range(10)))
+        x = x + next(it)
+        x = x + next(it)
+        x = opaque(x, x)
+        x = x + next(it)
+        x = x + next(it)
+        x = x + next(it)
+        x = opaque(x, x)
+        x = x + next(it)
+        return x, it
+
+    counter = Counter()
+    opt = dynamo.optimize(counter)(across)
+    v = torch.randn(4)
+    for _ in range(2):
+        (e, e_it), (o, o_it) = across(v), opt(v)
+        if not same(e, o) or list(e_it) != list(o_it):
+            FAILURES.append("tuple iterator across breaks: differs from eager")
+            ok = False
+    if counter.graphs != 3:
+        FAILURES.append(f"tuple iterator across breaks: {counter.graphs} graphs, expected 3")
+        ok = False
+
+    def consume(x, it):
+        x = x * next(it)
+        return x + next(it)
+
+    items = (torch.ones(3), torch.full((3,), 2.0), torch.full((3,), 3.0), 4)
+    counter = Counter()
+    opt = dynamo.optimize(counter)(consume)
+    for start in (0, 0, 1, 2, 1, 3):
+        a, b = iter(items), iter(items)
+        for _ in range(start):
+            next(a), next(b)
+        e, o = outcome(consume, torch.ones(3), a), outcome(opt, torch.ones(3), b)
+        if e[0] != o[0] or (e[0] == "ok" and not same(e[1], o[1])) or not same(list(a), list(b)):
+            FAILURES.append(f"tuple iterator argument from {start}: eager {e!r:.200} optimized {o!r:.200}")
+            ok = False
+    if counter.graphs != 4:
+        FAILURES.append(f"tuple iterator argument: {counter.graphs} captures, expected 4 (one per position)")
+        ok = False
+    breaks = dynamo.explain(consume)(torch.ones(3), iter(items)).graph_break_count
+    if breaks:
+        FAILURES.append(f"tuple iterator argument: {breaks} breaks, expected none")
+        ok = False
+    return ok
+
+
+@minimal
 def lazy_modules_initialize_at_their_first_call():
     """A lazy module (torch.nn.LazyLinear, LazyConv2d, LazyBatchNorm2d, a
     user's LazyModuleMixin) infers its parameters from its first call's
