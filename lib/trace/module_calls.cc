@@ -269,6 +269,63 @@ bool BuiltByTorchNN(PyObject* c) {
   return true;
 }
 
+// The global random generators' states, put back after code the trace ran
+// for real that drew from them. The CPU's always; CUDA's where CUDA is
+// initialized. A CUDA initialized by that code itself (a module made on
+// the GPU as the first CUDA work) is put back to the state its
+// initialization left: each device's generator seeded again with its own
+// initial seed (torch.manual_seed's, or the default), offset 0.
+class RandomStreams {
+ public:
+  static absl::StatusOr<RandomStreams> Save() {
+    RandomStreams s;
+    s.torch_ = Object::Steal(PyImport_ImportModule("torch"));
+    if (!s.torch_) return python::FetchError("importing torch");
+    s.cpu_ = Object::Steal(PyObject_CallMethod(s.torch_.get(), "get_rng_state", nullptr));
+    if (!s.cpu_) return python::FetchError("torch.get_rng_state");
+    s.cuda_ = Attr(s.torch_.get(), "cuda");
+    python::ClearError();
+    if (s.cuda_ && s.CudaInitialized()) {
+      s.cuda_states_ = Object::Steal(PyObject_CallMethod(s.cuda_.get(), "get_rng_state_all", nullptr));
+      if (!s.cuda_states_) return python::FetchError("torch.cuda.get_rng_state_all");
+    }
+    return s;
+  }
+
+  absl::Status Restore() const {
+    if (!Object::Steal(PyObject_CallMethod(torch_.get(), "set_rng_state", "O", cpu_.get()))) {
+      return python::FetchError("torch.set_rng_state");
+    }
+    if (cuda_states_) {
+      if (!Object::Steal(PyObject_CallMethod(cuda_.get(), "set_rng_state_all", "O", cuda_states_.get()))) {
+        return python::FetchError("torch.cuda.set_rng_state_all");
+      }
+    } else if (cuda_ && CudaInitialized()) {
+      Object generators = Attr(cuda_.get(), "default_generators");
+      Object fast = generators ? Object::Steal(PySequence_Fast(generators.get(), "")) : Object();
+      if (!fast) return python::FetchError("torch.cuda.default_generators");
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i) {
+        PyObject* g = PySequence_Fast_GET_ITEM(fast.get(), i);  // borrowed
+        Object seed = Object::Steal(PyObject_CallMethod(g, "initial_seed", nullptr));
+        if (!seed || !Object::Steal(PyObject_CallMethod(g, "manual_seed", "O", seed.get()))) {
+          return python::FetchError("reseeding a CUDA generator");
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  bool CudaInitialized() const {
+    Object r = Object::Steal(PyObject_CallMethod(cuda_.get(), "is_initialized", nullptr));
+    const bool yes = r && PyObject_IsTrue(r.get()) == 1;
+    python::ClearError();
+    return yes;
+  }
+
+  Object torch_, cpu_, cuda_, cuda_states_;
+};
+
 }  // namespace
 
 std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const VarPtr& cls, const std::vector<VarPtr>& args,
@@ -284,12 +341,12 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const Var
   if (!BuiltByTorchNN(c)) return std::nullopt;
   if (!AllConstant(args, kwargs)) return std::nullopt;  // the caller's break names the construction
   if (cls->source) guards_.IdMatch(cls->source, cls->object);
-  // A module with weights draws its initialisation from the global generator:
-  // that draw is undone below, so the capture leaves the random stream
-  // where eager's own construction (after the break) expects it.
-  Object torch = Object::Steal(PyImport_ImportModule("torch"));
-  Object rng = torch ? Object::Steal(PyObject_CallMethod(torch.get(), "get_rng_state", nullptr)) : Object();
-  if (!rng) return absl::StatusOr<VarPtr>(python::FetchError("torch.get_rng_state"));
+  // A module with weights draws its initialisation from the global
+  // generators (the CPU's, and a CUDA device's when it is made there): that
+  // draw is undone below, so the capture leaves the random streams where
+  // eager's own construction (after the break) expects them.
+  absl::StatusOr<RandomStreams> streams = RandomStreams::Save();
+  if (!streams.ok()) return absl::StatusOr<VarPtr>(streams.status());
   absl::StatusOr<VarPtr> made = CallReal(cls, args, kwargs);
   if (!made.ok() || (*made)->kind != VarKind::kNNModule) return made;
   // A module with weights would fold one draw of its initialisation into
@@ -299,8 +356,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::ConstructTorchModule(const Var
     Object first = it ? Object::Steal(PyIter_Next(it.get())) : Object();
     if (PyErr_Occurred()) return absl::StatusOr<VarPtr>(python::FetchError(state));
     if (first) {
-      Object restored = Object::Steal(PyObject_CallMethod(torch.get(), "set_rng_state", "O", rng.get()));
-      if (!restored) return absl::StatusOr<VarPtr>(python::FetchError("torch.set_rng_state"));
+      if (absl::Status restored = streams->Restore(); !restored.ok()) return absl::StatusOr<VarPtr>(restored);
       return absl::StatusOr<VarPtr>(Break(ir::GraphBreak::UNSUPPORTED_CALL,
                                           absl::StrCat("constructing ", python::Repr(cls->object),
                                                        " inside the traced code: it holds ", state),
