@@ -532,6 +532,15 @@ bool DeeplyImmutable(PyObject* v) {
   for (const char* name : {"torch.dtype", "torch.device", "torch.memory_format", "torch.layout"}) {
     if (std::strcmp(type_name, name) == 0) return true;
   }
+  if (PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy")) {  // borrowed; a scalar implies it
+    for (const char* kind : {"number", "bool_"}) {  // NumPy's number and bool scalars are values
+      Object type = Object::Steal(PyObject_GetAttrString(np, kind));
+      if (type && PyType_Check(type.get()) && PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(type.get()))) {
+        return true;
+      }
+      PyErr_Clear();
+    }
+  }
   return false;
 }
 

@@ -233,6 +233,14 @@ absl::StatusOr<VarPtr> Translator::WrapDictItems(const Object& obj, SourcePtr so
 
 absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
   PyObject* o = obj.get();
+  if (IsNumpyNumber(o)) {
+    // Not its identity (a fresh object each time it is computed, np.float64
+    // subclasses float): its type and value, as NumPy's own operators and
+    // torch's argument parser read it.
+    guards_.TypeMatch(source, obj);
+    guards_.EqualsMatch(source, obj);
+    return Var::Constant(obj, source);
+  }
   if ((PyFrozenSet_Check(o) || PySet_Check(o)) && SetOfConstants(o)) {
     guards_.EqualsMatch(source, obj);
     return Var::Constant(obj, source);

@@ -46,7 +46,10 @@ void GuardSet::EqualsMatch(const SourcePtr& source, const python::Object& value)
     if (ir::Guard* g = Add(ir::Guard::IS_NONE, source->ToString())) g->set_reason("read as None");
     return;
   }
-  absl::StatusOr<ops::Value> v = ToValue(Var::Constant(value));
+  // A NumPy scalar is recorded by its repr ("np.int64(3)"): the Python
+  // number it holds would compare unequal in type to it.
+  absl::StatusOr<ops::Value> v = IsNumpyNumber(value.get()) ? absl::StatusOr<ops::Value>(absl::InvalidArgumentError(""))
+                                                            : ToValue(Var::Constant(value));
   absl::StatusOr<ir::Argument> arg =
       v.ok() ? ops::ToArgument(*v) : absl::StatusOr<ir::Argument>(v.status());
   if (!arg.ok()) {

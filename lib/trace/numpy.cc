@@ -155,6 +155,19 @@ void MarkArrays(const VarPtr& v, const std::vector<bool>& scalars, size_t& k) {
 
 bool IsNumpyArray(PyObject* o) { return IsExactNdarray(o); }
 
+bool IsNumpyNumber(PyObject* o) {
+  PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed: only if imported
+  if (np == nullptr) return false;
+  for (const char* kind : {"number", "bool_"}) {
+    Object type = Attr(np, kind);
+    if (type && PyType_Check(type.get()) && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(type.get()))) {
+      return true;
+    }
+  }
+  python::ClearError();
+  return false;
+}
+
 absl::StatusOr<VarPtr> Translator::WrapNdarray(const Object& array, SourcePtr source) {
   PyObject* a = array.get();
   if (!source) {

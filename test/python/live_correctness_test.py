@@ -2617,6 +2617,47 @@ def module_dict_membership_and_iteration():
 
 
 @minimal
+def numpy_scalars_are_values():
+    """NumPy number scalars (np.int64(3), np.float32(0.5)) from the frame are
+    values: read as constants with their type and value guarded, folded by
+    NumPy's own operators, passed to ops as the number torch's argument
+    parser reads. `y / 2` of an np.int64 was a break, and an np.float64 (a
+    float subclass) was guarded by identity: a fresh one never matched, so
+    every call recaptured until the function ran eagerly."""
+    import numpy as np
+
+    def halves(x, y):
+        return {"a": x + 1, "b": y / 2, "c": x * (y + 1)}
+
+    ok = True
+    x = torch.ones(2, dtype=torch.float64)
+    if dynamo.explain(halves)(x, np.int64(3)).graph_break_count:
+        FAILURES.append("numpy scalars: y / 2 of an np.int64 breaks")
+        ok = False
+    for kind in (np.int64, np.float64, np.float32):
+        counter = Counter()
+        opt = dynamo.optimize(counter)(halves)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for value in (1, 2, 1, 2, 2):
+                e, o = halves(x, kind(value)), opt(x, kind(value))
+                if e.keys() != o.keys() or not same(e["a"], o["a"]) or not same(e["c"], o["c"]) or \
+                        type(e["b"]) is not type(o["b"]) or e["b"] != o["b"]:
+                    FAILURES.append(f"numpy scalars ({kind.__name__}): eager {e} optimized {o}")
+                    ok = False
+        eagerly = [str(w.message) for w in caught if "eagerly" in str(w.message)]
+        if counter.graphs != 2 or eagerly:
+            FAILURES.append(f"numpy scalars ({kind.__name__}): {counter.graphs} captures (one per value: 2), {eagerly}")
+            ok = False
+    # As op arguments, against eager's dtypes (np.bool_ is read as a float
+    # by torch: a break, never a guess).
+    for t in (torch.ones(2, dtype=torch.float16), torch.ones(2, dtype=torch.int32), torch.ones(2, dtype=torch.bool)):
+        for s in (np.float32(1.5), np.int64(3), np.uint8(7), np.bool_(True)):
+            ok &= check(f"numpy scalar {type(s).__name__} with {t.dtype}", lambda a, b: (a * b, torch.add(b, a)), [(t, s)])
+    return ok
+
+
+@minimal
 def tuple_iterators_cross_breaks():
     """A tuple's iterator live across a break reaches the resume function
     as the real object: each next() there was a break of its own ("next()
