@@ -114,10 +114,6 @@ bool IsPythonClass(PyObject* t) {
   return t != nullptr && (reinterpret_cast<PyTypeObject*>(t)->tp_flags & Py_TPFLAGS_HEAPTYPE);
 }
 
-SourcePtr AttrOf(const SourcePtr& source, const std::string& name) {
-  return source ? Source::Attr(source, name) : nullptr;
-}
-
 }  // namespace
 
 bool IsUserDict(const VarPtr& v) { return v->kind == VarKind::kDict && v->user_class && v->instance_dict; }

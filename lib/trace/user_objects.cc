@@ -129,10 +129,6 @@ Object StaticFunction(PyObject* descriptor) {
   return f;
 }
 
-SourcePtr AttrOf(const SourcePtr& source, const std::string& name) {
-  return source ? Source::Attr(source, name) : nullptr;
-}
-
 }  // namespace
 
 bool TypeCallConstructs(PyObject* cls) {

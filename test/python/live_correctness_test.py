@@ -40,6 +40,16 @@ class Counter:
         return gm
 
 
+def captured(name, counter, expected, caught):
+    """`counter` saw `expected` captures and no warning in `caught` (a
+    warnings.catch_warnings record) says a call ran eagerly instead."""
+    eagerly = [str(w.message) for w in caught if "eagerly" in str(w.message)]
+    if counter.graphs == expected and not eagerly:
+        return True
+    FAILURES.append(f"{name}: {counter.graphs} captures (expected {expected}), {eagerly}")
+    return False
+
+
 def same(a, b):
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and \
@@ -2609,11 +2619,7 @@ def module_dict_membership_and_iteration():
             if not same(chain(x), opt(x)):
                 FAILURES.append(f"module dict iteration, step {step}: differs from eager")
                 ok = False
-    eagerly = [str(w.message) for w in caught if "eagerly" in str(w.message)]
-    if counter.graphs != 2 or eagerly:
-        FAILURES.append(f"module dict iteration: {counter.graphs} captures (expected 2), {eagerly}")
-        ok = False
-    return ok
+    return ok & captured("module dict iteration", counter, 2, caught)
 
 
 @minimal
@@ -2645,10 +2651,7 @@ def numpy_scalars_are_values():
                         type(e["b"]) is not type(o["b"]) or e["b"] != o["b"]:
                     FAILURES.append(f"numpy scalars ({kind.__name__}): eager {e} optimized {o}")
                     ok = False
-        eagerly = [str(w.message) for w in caught if "eagerly" in str(w.message)]
-        if counter.graphs != 2 or eagerly:
-            FAILURES.append(f"numpy scalars ({kind.__name__}): {counter.graphs} captures (one per value: 2), {eagerly}")
-            ok = False
+        ok &= captured(f"numpy scalars ({kind.__name__}), one capture per value", counter, 2, caught)
     # As op arguments, against eager's dtypes (np.bool_ is read as a float
     # by torch: a break, never a guess).
     for t in (torch.ones(2, dtype=torch.float16), torch.ones(2, dtype=torch.int32), torch.ones(2, dtype=torch.bool)):
@@ -2778,11 +2781,7 @@ def lazy_modules_initialize_at_their_first_call():
     if not same(expected, got):
         FAILURES.append("lazy modules: differ from eager")
         ok = False
-    eagerly = [str(w.message) for w in caught if "eagerly" in str(w.message)]
-    if counter.graphs != 1 or eagerly:
-        FAILURES.append(f"lazy modules: {counter.graphs} captures (expected 1), {eagerly}")
-        ok = False
-    return ok
+    return ok & captured("lazy modules", counter, 1, caught)
 
 
 @minimal
