@@ -569,7 +569,10 @@ std::optional<absl::StatusOr<VarPtr>> Translator::NumpyArrayLiteral(const std::s
   }
   std::vector<VarPtr> numbers;
   for (const Object& v : values) {
-    Object number = Object::Steal(PyObject_CallMethod(v.get(), "item", nullptr));  // the Python number it holds
+    const int is_generic = PyObject_IsInstance(v.get(), generic.get());
+    if (is_generic < 0) python::ClearError();
+    Object number = is_generic == 1 ? Object::Steal(PyObject_CallMethod(v.get(), "item", nullptr))  // the Python number
+                                    : v;                                                              // it holds
     if (!number) {
       python::ClearError();
       return std::nullopt;
