@@ -532,7 +532,9 @@ bool DeeplyImmutable(PyObject* v) {
   for (const char* name : {"torch.dtype", "torch.device", "torch.memory_format", "torch.layout"}) {
     if (std::strcmp(type_name, name) == 0) return true;
   }
-  if (PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy")) {  // borrowed; a scalar implies it
+  PyObject* np = std::strncmp(type_name, "numpy.", 6) == 0 ? PyDict_GetItemString(PyImport_GetModuleDict(), "numpy")
+                                                           : nullptr;  // borrowed; a NumPy scalar implies it
+  if (np != nullptr) {
     for (const char* kind : {"number", "bool_"}) {  // NumPy's number and bool scalars are values
       Object type = Object::Steal(PyObject_GetAttrString(np, kind));
       if (type && PyType_Check(type.get()) && PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(type.get()))) {

@@ -19,6 +19,7 @@
 // and mixing a torch.Tensor with an array in an operator.
 #include <Python.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -156,6 +157,9 @@ void MarkArrays(const VarPtr& v, const std::vector<bool>& scalars, size_t& k) {
 bool IsNumpyArray(PyObject* o) { return IsExactNdarray(o); }
 
 bool IsNumpyNumber(PyObject* o) {
+  // Every object the trace wraps asks: NumPy's scalar types all name
+  // themselves "numpy.<kind>", which rules out the rest without a lookup.
+  if (std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) != 0) return false;
   PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed: only if imported
   if (np == nullptr) return false;
   for (const char* kind : {"number", "bool_"}) {
