@@ -240,15 +240,6 @@ struct Life {
   std::function<void()> on_death;
 };
 
-PyTypeObject* TupleIteratorType() {
-  static PyTypeObject* type = [] {
-    Object empty = Object::Steal(PyTuple_New(0));
-    Object it = Object::Steal(PyObject_GetIter(empty.get()));
-    return Py_TYPE(it.get());  // a static type of the interpreter's
-  }();
-  return type;
-}
-
 // A call step's value: only the pure queries the trace asks through call
 // sources (lib/trace/source.h), each on the type it is defined for -- a
 // capture file is data, and its guards must not call anything else.
@@ -259,7 +250,7 @@ Object CallQuery(PyObject* base, PyObject* name) {
     // type's own method, whatever the class defines under that name.
     return Object::Steal(PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyType_Type), "__subclasses__", "O", base));
   }
-  if (std::strcmp(n, "__reduce__") == 0 && Py_TYPE(base) == TupleIteratorType()) {
+  if (std::strcmp(n, "__reduce__") == 0 && python::IsTupleIterator(base)) {
     // A tuple's iterator: (iter, (tuple,), position), its state.
     return Object::Steal(PyObject_CallMethodNoArgs(base, name));
   }
@@ -532,18 +523,7 @@ bool DeeplyImmutable(PyObject* v) {
   for (const char* name : {"torch.dtype", "torch.device", "torch.memory_format", "torch.layout"}) {
     if (std::strcmp(type_name, name) == 0) return true;
   }
-  PyObject* np = std::strncmp(type_name, "numpy.", 6) == 0 ? PyDict_GetItemString(PyImport_GetModuleDict(), "numpy")
-                                                           : nullptr;  // borrowed; a NumPy scalar implies it
-  if (np != nullptr) {
-    for (const char* kind : {"number", "bool_"}) {  // NumPy's number and bool scalars are values
-      Object type = Object::Steal(PyObject_GetAttrString(np, kind));
-      if (type && PyType_Check(type.get()) && PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(type.get()))) {
-        return true;
-      }
-      PyErr_Clear();
-    }
-  }
-  return false;
+  return python::IsNumpyNumber(v);  // NumPy's number and bool scalars are values
 }
 
 std::string Ints(const std::vector<int64_t>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }

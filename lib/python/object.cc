@@ -1,5 +1,7 @@
 #include "lib/python/object.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "lib/python/error.h"
 
@@ -165,6 +167,28 @@ PyObject* TypeDictItem(PyTypeObject* type, const char* name) {
 #else
   return type->tp_dict ? PyDict_GetItemString(type->tp_dict, name) : nullptr;
 #endif
+}
+
+bool IsTupleIterator(PyObject* o) {
+  static PyTypeObject* const type = [] {
+    Object empty = Object::Steal(PyTuple_New(0));
+    return Py_TYPE(Object::Steal(PyObject_GetIter(empty.get())).get());  // a static type of the interpreter's
+  }();
+  return Py_TYPE(o) == type;
+}
+
+bool IsNumpyNumber(PyObject* o) {
+  if (std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) != 0) return false;
+  PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed: only if imported
+  if (np == nullptr) return false;
+  for (const char* kind : {"number", "bool_"}) {
+    Object type = Object::Steal(PyObject_GetAttrString(np, kind));
+    if (type && PyType_Check(type.get()) && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(type.get()))) {
+      return true;
+    }
+    PyErr_Clear();
+  }
+  return false;
 }
 
 }  // namespace dynamo::python

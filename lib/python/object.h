@@ -89,4 +89,11 @@ std::string TypeName(const Object& obj);
 // interpreter): this reads the dict CPython uses for the type either way.
 PyObject* TypeDictItem(PyTypeObject* type, const char* name);
 
+// Exactly a tuple's iterator (iter(a_tuple)).
+bool IsTupleIterator(PyObject* o);
+// A NumPy number or bool scalar (np.int64(3), np.float32(0.5), np.bool_):
+// an immutable value. False without a lookup for any type not named
+// "numpy.<kind>", so it is cheap on hot paths; never raises.
+bool IsNumpyNumber(PyObject* o);
+
 }  // namespace dynamo::python

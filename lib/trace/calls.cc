@@ -233,7 +233,7 @@ absl::StatusOr<VarPtr> Translator::WrapDictItems(const Object& obj, SourcePtr so
 
 absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
   PyObject* o = obj.get();
-  if (IsNumpyNumber(o)) {
+  if (python::IsNumpyNumber(o)) {
     // Not its identity (a fresh object each time it is computed, np.float64
     // subclasses float): its type and value, as NumPy's own operators and
     // torch's argument parser read it.
@@ -321,7 +321,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
     return v;
   }
   if (source && IsDequeObject(o)) return WrapDeque(obj, source);
-  if (source && IsTupleIterator(o)) return WrapTupleIterator(obj, source);
+  if (source && python::IsTupleIterator(o)) return WrapTupleIterator(obj, source);
   if (PyDict_Check(o)) {
     absl::StatusOr<VarPtr> v = WrapDictItems(obj, source);
     if (!v.ok() || (*v)->kind != VarKind::kDict) return v;

@@ -52,14 +52,6 @@ bool IsDeque(const VarPtr& v) {
 
 bool IsDequeObject(PyObject* o) { return reinterpret_cast<PyObject*>(Py_TYPE(o)) == DequeClass(); }
 
-bool IsTupleIterator(PyObject* o) {
-  static PyTypeObject* type = [] {
-    Object empty = Object::Steal(PyTuple_New(0));
-    return Py_TYPE(Object::Steal(PyObject_GetIter(empty.get())).get());  // a static type of the interpreter's
-  }();
-  return Py_TYPE(o) == type;
-}
-
 bool IsDefaultDict(const VarPtr& v) {
   return v->kind == VarKind::kDict && v->default_factory && v->container_class &&
          v->container_class.get() == DefaultDictClass();

@@ -48,8 +48,9 @@ void GuardSet::EqualsMatch(const SourcePtr& source, const python::Object& value)
   }
   // A NumPy scalar is recorded by its repr ("np.int64(3)"): the Python
   // number it holds would compare unequal in type to it.
-  absl::StatusOr<ops::Value> v = IsNumpyNumber(value.get()) ? absl::StatusOr<ops::Value>(absl::InvalidArgumentError(""))
-                                                            : ToValue(Var::Constant(value));
+  absl::StatusOr<ops::Value> v = python::IsNumpyNumber(value.get())
+                                     ? absl::StatusOr<ops::Value>(absl::InvalidArgumentError("a NumPy scalar"))
+                                     : ToValue(Var::Constant(value));
   absl::StatusOr<ir::Argument> arg =
       v.ok() ? ops::ToArgument(*v) : absl::StatusOr<ir::Argument>(v.status());
   if (!arg.ok()) {

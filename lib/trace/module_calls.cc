@@ -188,17 +188,19 @@ absl::Status Translator::InitializeLazyModule(const VarPtr& fn, const std::vecto
                  absl::StrCat("initializing lazy module ", python::TypeName(fn->object), ": ", why),
                  "a lazy module infers its parameters from the metadata of its first call's arguments");
   };
+  auto example = [](const VarPtr& v) {
+    absl::StatusOr<ops::Value> value = ToValue(v);
+    return value.ok() ? RealExample(*value) : absl::StatusOr<Object>(value.status());
+  };
   std::vector<Object> py_args;
   for (const VarPtr& a : args) {
-    absl::StatusOr<ops::Value> v = ToValue(a);
-    absl::StatusOr<Object> o = v.ok() ? RealExample(*v) : absl::StatusOr<Object>(v.status());
+    absl::StatusOr<Object> o = example(a);
     if (!o.ok()) return failed(std::string(o.status().message()));
     py_args.push_back(*std::move(o));
   }
   Object py_kwargs = Object::Steal(PyDict_New());
   for (const auto& [name, value] : kwargs) {
-    absl::StatusOr<ops::Value> v = ToValue(value);
-    absl::StatusOr<Object> o = v.ok() ? RealExample(*v) : absl::StatusOr<Object>(v.status());
+    absl::StatusOr<Object> o = example(value);
     if (!o.ok()) return failed(std::string(o.status().message()));
     PyDict_SetItemString(py_kwargs.get(), name.c_str(), o->get());
   }

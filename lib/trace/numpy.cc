@@ -19,7 +19,6 @@
 // and mixing a torch.Tensor with an array in an operator.
 #include <Python.h>
 
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -155,22 +154,6 @@ void MarkArrays(const VarPtr& v, const std::vector<bool>& scalars, size_t& k) {
 }  // namespace
 
 bool IsNumpyArray(PyObject* o) { return IsExactNdarray(o); }
-
-bool IsNumpyNumber(PyObject* o) {
-  // Every object the trace wraps asks: NumPy's scalar types all name
-  // themselves "numpy.<kind>", which rules out the rest without a lookup.
-  if (std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) != 0) return false;
-  PyObject* np = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed: only if imported
-  if (np == nullptr) return false;
-  for (const char* kind : {"number", "bool_"}) {
-    Object type = Attr(np, kind);
-    if (type && PyType_Check(type.get()) && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(type.get()))) {
-      return true;
-    }
-  }
-  python::ClearError();
-  return false;
-}
 
 absl::StatusOr<VarPtr> Translator::WrapNdarray(const Object& array, SourcePtr source) {
   PyObject* a = array.get();

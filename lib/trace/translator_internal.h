@@ -53,11 +53,10 @@ bool IsUserDict(const VarPtr& v);
 bool IsDeque(const VarPtr& v);
 bool IsDefaultDict(const VarPtr& v);
 bool IsDequeObject(PyObject* o);  // exactly a collections.deque
-bool IsTupleIterator(PyObject* o);
 // source.name, or no source where `source` is none (a value the trace made).
 inline SourcePtr AttrOf(const SourcePtr& source, const std::string& name) {
   return source ? Source::Attr(source, name) : nullptr;
-}  // exactly a tuple's iterator (iter(a_tuple))
+}
 
 // Whether `o` is a numpy.ndarray (exactly; numpy.cc). False when the
 // program has not imported numpy.

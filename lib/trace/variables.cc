@@ -151,12 +151,12 @@ absl::StatusOr<ops::Value> ConstantValue(PyObject* o) {
     if (!name.ok()) return name.status();
     return ops::Value(std::string(absl::StripPrefix(*name, "torch.")));
   }
-  if (IsNumpyNumber(o)) {  // as torch's argument parser reads it: the Python number it holds
+  if (python::IsNumpyNumber(o)) {  // as torch's argument parser reads it: the Python number it holds
     python::Object item = python::Object::Steal(PyObject_CallMethod(o, "item", nullptr));
     if (!item) return python::FetchError("numpy scalar item()");
     // Not numpy.bool_: torch reads it as a float (int_tensor * np.bool_(True)
     // is a float tensor), not as the bool it holds.
-    if (!PyBool_Check(item.get()) && !IsNumpyNumber(item.get())) return ConstantValue(item.get());
+    if (!PyBool_Check(item.get()) && !python::IsNumpyNumber(item.get())) return ConstantValue(item.get());
   }
   if (PyTuple_Check(o)) {
     std::vector<ops::Value> items;

@@ -195,11 +195,6 @@ absl::StatusOr<int64_t> AsInt(const VarPtr& var);
 // A kSymInt's value as a plain int, guarded as AsInt does; null for others.
 python::Object SpecializedInt(const VarPtr& var);
 
-// A NumPy number or bool scalar (np.int64(3), np.float32(0.5), np.bool_):
-// an immutable value, read as a constant (its type and value guarded) and
-// passed to ops as the Python number it holds (numpy.cc).
-bool IsNumpyNumber(PyObject* o);
-
 // True when the tracker, or anything inside it, is a tensor.
 bool ContainsTensor(const VarPtr& var);
 // The __exit__ of a torch.no_grad() / enable_grad() block the trace is in
