@@ -12,6 +12,7 @@
 #include "lib/capture/live.h"
 #include "lib/capture/report.h"
 #include "lib/embed/callers.h"
+#include "lib/embed/graph_forward.h"
 #include "lib/embed/eval_frame.h"
 #include "lib/ops/registry.h"
 #include "lib/python/error.h"
@@ -455,6 +456,7 @@ absl::StatusOr<Object> CreateModule() {
     return python::FetchError("adding dynamo._C's exception types");
   }
   if (absl::Status s = AddCallerTypes(module.get()); !s.ok()) return s;
+  if (absl::Status s = AddGraphForwardType(module.get()); !s.ok()) return s;
   return module;
 }
 

@@ -342,6 +342,14 @@ struct TensorSpec {
   std::vector<std::optional<ops::SymExpr>> size_exprs;  // per dim: an expression that is no lone symbol
   std::vector<ops::SymExpr> stride_exprs;
   std::string expected_text;                     // "[s0, 3]" for messages
+  // torch's own check of a tensor's metadata (torch._C._dynamo.guards.
+  // TensorGuards: type, dispatch keys, dtype, device, requires_grad, sizes
+  // and strides read in C++, without the tuples the Python getters make),
+  // made from the first tensor this spec's own check passes on. Its True
+  // implies every field below holds; its False is decided by them (it is
+  // stricter: dispatch keys), so it only ever saves time.
+  mutable Object fast_check;  // the bound check method; null: not made yet, or none
+  mutable bool fast_tried = false;
 };
 
 // SHAPE_ENV: each symbol's range, then the relations.
@@ -428,6 +436,10 @@ struct Memo {
 };
 
 struct GlobalCheck {
+  // Whether torch._C._dynamo.guards.GlobalStateGuard compares this state
+  // (grad mode, autocast on cpu and cuda, deterministic algorithms, the
+  // default dtype, TF32): see Program::GlobalsHold.
+  bool in_snapshot = false;
   Object reader;  // torch.is_grad_enabled, ...; null for the function-mode stack
   bool expected = false;
   Object expected_object;  // a state that is not a bool (the default dtype): the value itself
@@ -560,6 +572,12 @@ struct GuardEvaluator::Program {
   std::vector<CompiledCheck> checks;   // grouped by node
   int max_depth = 0;
   std::vector<GlobalCheck> globals;
+  // One GlobalStateGuard snapshot of the global state, taken when every
+  // global check held: while torch's one check() of it says nothing has
+  // changed, the checks it covers hold without their reads (~0.1 us a call).
+  mutable Object snapshot_check;  // its bound check method
+  mutable bool snapshot_unavailable = false;
+  bool GlobalsHold() const;
   std::vector<AliasCheck> aliases;
   std::vector<TensorSpec> tensors;
   std::vector<ShapeCheck> shapes;
@@ -595,6 +613,8 @@ struct GuardEvaluator::Program {
   Py_ssize_t Length(const CompiledCheck& c, PyObject* v) const;
   Object TensorField(const TensorSpec& t, PyObject* v, PyGetSetDef* fast, PyObject* name) const;
   bool TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const;
+  bool FieldsHold(const TensorSpec& t, PyObject* v, std::string* why) const;
+  void MakeFastCheck(const TensorSpec& t, PyObject* v) const;
   bool Holds(const CompiledCheck& c, PyObject* v, std::string* why) const;
   bool GlobalHolds(const GlobalCheck& g, std::string* why) const;
   // `matched`: per memo, whether Run found its stamp unchanged (null: none).
@@ -610,6 +630,12 @@ struct GuardEvaluator::Program {
 using Program = GuardEvaluator::Program;
 
 namespace {
+
+absl::StatusOr<Object> TorchAttr(absl::string_view name);
+
+// Process-wide, under the GIL: how often the fast paths answered.
+uint64_t torch_tensor_count = 0;
+uint64_t snapshot_hit_count = 0;
 
 // The weak references' callback: `self` is a capsule holding the program's
 // Life. Runs in the middle of the dying object's deallocation (or the
@@ -819,6 +845,60 @@ Object Program::TensorField(const TensorSpec& t, PyObject* v, PyGetSetDef* fast,
 }
 
 bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const {
+  if (why == nullptr && t.fast_check) {
+    Object same = Object::Steal(PyObject_CallOneArg(t.fast_check.get(), v));
+    if (same.get() == Py_True) {
+      ++torch_tensor_count;
+      return true;
+    }
+    if (!same) python::ClearError();
+  }
+  if (!FieldsHold(t, v, why)) return false;
+  if (!t.fast_tried && !t.symbolic) MakeFastCheck(t, v);
+  return true;
+}
+
+void Program::MakeFastCheck(const TensorSpec& t, PyObject* v) const {
+  t.fast_tried = true;
+  absl::StatusOr<Object> guard_class = TorchAttr("_C._dynamo.guards.TensorGuards");
+  Object sizes = Object::Steal(PyList_New(0)), strides = Object::Steal(PyList_New(0));
+  for (size_t i = 0; sizes && strides && i < t.sizes.size(); ++i) {
+    Object size = Object::Steal(PyLong_FromLongLong(t.sizes[i]));
+    Object stride = t.check_strides ? Object::Steal(PyLong_FromLongLong(t.strides[i])) : Object::Borrow(Py_None);
+    if (!size || !stride || PyList_Append(sizes.get(), size.get()) != 0 ||
+        PyList_Append(strides.get(), stride.get()) != 0) {
+      sizes = Object();
+    }
+  }
+  Object args = Object::Steal(PyTuple_Pack(1, v));
+  Object all_sizes = sizes ? Object::Steal(PyList_New(1)) : Object();
+  Object all_strides = strides ? Object::Steal(PyList_New(1)) : Object();
+  Object kwargs = Object::Steal(PyDict_New());
+  if (!guard_class.ok() || !args || !all_sizes || !all_strides || !kwargs) {
+    python::ClearError();
+    return;  // an older torch, or no memory: the fields are read
+  }
+  PyList_SET_ITEM(all_sizes.get(), 0, sizes.release());
+  PyList_SET_ITEM(all_strides.get(), 0, strides.release());
+  if (PyDict_SetItemString(kwargs.get(), "dynamic_dims_sizes", all_sizes.get()) != 0 ||
+      PyDict_SetItemString(kwargs.get(), "dynamic_dims_strides", all_strides.get()) != 0) {
+    python::ClearError();
+    return;
+  }
+  Object guard = Object::Steal(PyObject_Call(guard_class->get(), args.get(), kwargs.get()));
+  Object check = guard ? Object::Steal(PyObject_GetAttrString(guard.get(), "check")) : Object();
+  if (!check) {
+    python::ClearError();
+    return;
+  }
+  // Made from a tensor the fields hold on; it must say so too, or it is
+  // not used (a tensor torch's check does not describe as we do).
+  Object same = Object::Steal(PyObject_CallOneArg(check.get(), v));
+  if (same.get() == Py_True) t.fast_check = check;
+  python::ClearError();
+}
+
+bool Program::FieldsHold(const TensorSpec& t, PyObject* v, std::string* why) const {
   if (reinterpret_cast<PyObject*>(Py_TYPE(v)) != t.exact_type) {
     if (why != nullptr) {
       // A tensor of another class (nn.Parameter for torch.Tensor) or no tensor.
@@ -1046,6 +1126,38 @@ bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const
       if (why != nullptr) *why = "unknown guard kind";
       return false;
   }
+}
+
+bool Program::GlobalsHold() const {
+  bool snapshot_holds = false;
+  if (snapshot_check) {
+    Object same = Object::Steal(PyObject_CallNoArgs(snapshot_check.get()));
+    snapshot_holds = same.get() == Py_True;
+    snapshot_hit_count += snapshot_holds ? 1 : 0;
+    if (!same) python::ClearError();
+  }
+  for (const GlobalCheck& g : globals) {
+    if (snapshot_holds && g.in_snapshot) continue;
+    if (!GlobalHolds(g, nullptr)) {
+      python::ClearError();
+      return false;
+    }
+  }
+  if (!snapshot_holds && !snapshot_unavailable) {
+    // Every check held: the state now is one they hold in. (A change of
+    // something only the snapshot compares, the thread count say, lands
+    // here once and is snapshotted again.)
+    absl::StatusOr<Object> guard_class = TorchAttr("_C._dynamo.guards.GlobalStateGuard");
+    absl::StatusOr<Object> snapshot = guard_class.ok() ? python::Call(*guard_class, {}) : guard_class.status();
+    absl::StatusOr<Object> check = snapshot.ok() ? python::GetAttr(*snapshot, "check") : snapshot.status();
+    if (check.ok()) {
+      snapshot_check = *check;
+    } else {
+      python::ClearError();
+      snapshot_unavailable = true;  // an older torch: every check is read
+    }
+  }
+  return true;
 }
 
 bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
@@ -1943,7 +2055,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
           return fail(absl::InvalidArgumentError("torch_function_modes needs a str value"));
         }
         p->refs[gi] = GuardRef{-1, static_cast<int>(p->globals.size())};
-        p->globals.push_back(GlobalCheck{Object(), false, Object(), g.value().string_value(), Object()});
+        p->globals.push_back(GlobalCheck{false, Object(), false, Object(), g.value().string_value(), Object()});
         continue;
       }
       auto state = kStates->find(g.source());
@@ -1962,7 +2074,11 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
         python::ClearError();
         return fail(absl::InvalidArgumentError("unknown global state"));
       }
-      GlobalCheck check{*reader, g.value().bool_value(), Object(), "", Object()};
+      GlobalCheck check{false, *reader, g.value().bool_value(), Object(), "", Object()};
+      static const auto* kInSnapshot = new absl::flat_hash_set<std::string>{
+          "grad_mode", "is_autocast_enabled", "is_autocast_cpu_enabled", "deterministic_algorithms",
+          "default_dtype", "cublas_allow_tf32"};
+      check.in_snapshot = kInSnapshot->contains(g.source());
       if (per_device && g.value().value_case() == ir::Argument::kBoolValue && !g.value().bool_value() &&
           absl::StartsWith(g.source(), "is_autocast")) {
         // False on every autocast device torch knows (cpu and cuda among
@@ -2067,12 +2183,7 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
   if (p.life->dead) return false;
   ops::SymBindings bindings;
   BindingsScope scope(&bindings);
-  for (const GlobalCheck& g : p.globals) {
-    if (!p.GlobalHolds(g, nullptr)) {
-      python::ClearError();
-      return false;
-    }
-  }
+  if (!p.GlobalsHold()) return false;
   std::vector<char> matched(p.memos.size(), 0);
   if (!p.Run(frame, &matched)) {
     python::ClearError();
@@ -2114,6 +2225,8 @@ size_t GuardEvaluator::watched_count() const { return program_->watches.size(); 
 size_t GuardEvaluator::accessor_count() const { return program_->nodes.size(); }
 size_t GuardEvaluator::stamped_count() const { return program_->memos.size(); }
 uint64_t GuardEvaluator::skipped_subtrees() { return skipped_count; }
+uint64_t GuardEvaluator::torch_tensor_checks() { return torch_tensor_count; }
+uint64_t GuardEvaluator::global_snapshot_hits() { return snapshot_hit_count; }
 
 // ---------------------------------------------------------------------------
 // OwnedFrame.

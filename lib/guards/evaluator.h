@@ -155,6 +155,12 @@ class GuardEvaluator {
   size_t stamped_count() const;
   // How many times any evaluator skipped such a subtree (process-wide).
   static uint64_t skipped_subtrees();
+  // How many tensor checks torch's own TensorGuards answered, and how many
+  // times one GlobalStateGuard check stood for the global-state guards it
+  // covers (process-wide): the fast paths of Check(), which fall back to
+  // reading each field where they say no.
+  static uint64_t torch_tensor_checks();
+  static uint64_t global_snapshot_hits();
 
   struct Program;  // defined in evaluator.cc
 

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -218,6 +219,59 @@ TEST_CASE("grad mode is checked as global state", "[guards]") {
   Exec("torch.set_grad_enabled(True)");
   CHECK(disabled == "grad_mode: expected True, got False");
   CHECK(Verdict(ev, frame) == "");
+}
+
+TEST_CASE("torch's own tensor and global-state checks are only ever a shortcut", "[guards]") {
+  std::vector<ir::Guard> guards = TraceGuards("two", {T({2, 3}), T({2, 3})});
+  OwnedFrame frame = Frame("two", "dict(x=torch.randn(2, 3), y=torch.randn(2, 3))");
+  GuardEvaluator ev = CompileOk(guards, frame);
+  CHECK(Verdict(ev, frame) == "");  // the first check that holds makes the shortcuts
+  uint64_t tensors = GuardEvaluator::torch_tensor_checks(), globals = GuardEvaluator::global_snapshot_hits();
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.ones(2, 3), y=torch.zeros(2, 3))")) == "");
+  CHECK(GuardEvaluator::torch_tensor_checks() >= tensors + 2);  // both tensors, answered by torch
+  CHECK(GuardEvaluator::global_snapshot_hits() > globals);
+  // Where torch's check says no but every field holds (it also compares
+  // dispatch keys), the fields decide: the guards hold.
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch._neg_view(torch.randn(2, 3)), y=torch.randn(2, 3))")) == "");
+  Exec("with torch.inference_mode():\n    _inference = torch.randn(2, 3)");
+  CHECK(Verdict(ev, Frame("two", "dict(x=_inference, y=torch.randn(2, 3))")) == "");
+  // Where it says no, the fields name what changed, as without it.
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(2, 3, dtype=torch.float64), y=torch.randn(2, 3))")) ==
+        "L['x']: dtype: expected torch.float32, got torch.float64");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(3, 2).t(), y=torch.randn(2, 3))")) ==
+        "L['x']: strides: expected [3, 1], got [1, 2]");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(2, 3), y=torch.randn(2, 3, requires_grad=True))")) ==
+        "L['y']: requires_grad: expected False, got True");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(2, 3, device='meta'), y=torch.randn(2, 3))")) ==
+        "L['x']: device: expected cpu, got meta");
+  CHECK(Verdict(ev, Frame("two", "dict(x=torch.randn(2, 3).as_subclass(nn.Buffer) if hasattr(nn, 'Buffer') "
+                                 "else nn.Parameter(torch.randn(2, 3), requires_grad=False), y=torch.randn(2, 3))"))
+            .find("L['x']: type: expected torch.Tensor") == 0);
+  // A state the snapshot compares but no guard reads (the thread count):
+  // the guards still hold, and the next check snapshots the new state.
+  Exec("_threads = torch.get_num_threads()\ntorch.set_num_threads(_threads + 1)");
+  std::string other_threads = Verdict(ev, frame);
+  globals = GuardEvaluator::global_snapshot_hits();
+  std::string again = Verdict(ev, frame);
+  uint64_t hits_after = GuardEvaluator::global_snapshot_hits();
+  Exec("torch.set_num_threads(_threads)");
+  CHECK(other_threads == "");
+  CHECK(again == "");
+  CHECK(hits_after > globals);
+  // A state both compare fails by its guard's message.
+  for (const auto& [set, reset, expected] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"torch.set_grad_enabled(False)", "torch.set_grad_enabled(True)", "grad_mode: expected True, got False"},
+           {"torch.set_default_dtype(torch.float64)", "torch.set_default_dtype(torch.float32)",
+            "default_dtype: expected torch.float32, got torch.float64"},
+           {"torch.use_deterministic_algorithms(True)", "torch.use_deterministic_algorithms(False)",
+            "deterministic_algorithms: expected False, got True"}}) {
+    INFO(set);
+    Exec(set);
+    std::string changed = Verdict(ev, frame);
+    Exec(reset);
+    CHECK(changed == expected);
+    CHECK(Verdict(ev, frame) == "");
+  }
 }
 
 TEST_CASE("constants: exact type first, then value", "[guards]") {

@@ -5,9 +5,10 @@ torch.fx.GraphModule's constructor builds an FX node per operation and then
 generates, prints and compiles the forward's source from them: for resnet18
 about 30 ms, most of a first call, spent even when the backend only calls
 forward (the "eager" backend, a profiler's backend, any backend returning
-gm.forward). DeferredGraphModule is a real GraphModule whose forward is
-generated straight from the capture's nodes (one line of Python each, no FX
-objects), and whose FX graph is built only when something reads it:
+gm.forward). DeferredGraphModule is a real GraphModule whose forward runs
+the capture's nodes from a table in C (dynamo._C.GraphForward: no FX
+objects, no source to compile, no frame), and whose FX graph is built only
+when something reads it:
 `gm.graph`, `gm.code`, printing, copying, pickling, or torch's own compilers
 (which read the graph first). From then on it is an ordinary GraphModule, with
 FX's own forward.
@@ -15,12 +16,14 @@ FX's own forward.
 The forward checks what to_graph_module checks (dynamo.loader: names, call
 targets in the registry's list), so no code is chosen by the capture's text.
 """
-import builtins
+import inspect
 import itertools
+import linecache
 
 import torch
 import torch.fx
 
+from dynamo import _C
 from dynamo import dynamo_ir_pb2 as ir
 from dynamo import trust
 from dynamo.loader import CaptureError, _kind_name, _set_path, call_target, checked_nodes, fx_graph, method_name
@@ -29,157 +32,108 @@ _names = itertools.count()
 
 
 class _Local:
-    """A node's value in the generated forward: its local variable."""
-    __slots__ = ("name",)
+    """A node's value in the forward: the slot GraphForward keeps it in."""
+    __slots__ = ("name", "slot")
 
-    def __init__(self, name):
+    def __init__(self, name, slot):
         self.name = name
+        self.slot = slot
 
 
-def _has_local(value):
-    if isinstance(value, _Local):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(_has_local(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_local(v) for v in value.values())
-    if isinstance(value, slice):
-        return any(_has_local(v) for v in (value.start, value.stop, value.step))
-    return False
-
-
-class _Source:
-    """The forward's text and the globals it reads (every object it calls or
-    passes, by a name of ours: "_k<i>")."""
-
-    def __init__(self):
-        # The real builtins: the forward names none of them, but C code
-        # that imports a module finds __import__ in the calling frame's
-        # (torch's grad-mode binding under a torch function mode such as
-        # torch.set_default_device's crashed with an empty dict).
-        self.globals = {"__builtins__": builtins}
-        self.reads = set()  # the locals the statement being written reads
-
-    def constant(self, value):
-        name = f"_k{len(self.globals) - 1}"
-        self.globals[name] = value
-        return name
-
-    def expression(self, value):
-        """Python source that evaluates to `value`: a node's local, a fresh
-        list or tuple of them, or a global holding the constant. Lists are
-        written out each call (FX's forward makes a new one each call too)."""
-        if isinstance(value, _Local):
-            self.reads.add(value.name)
-            return value.name
-        if value is None or isinstance(value, bool) or type(value) is int:
-            return repr(value)
-        if isinstance(value, list):
-            return "[" + ", ".join(self.expression(v) for v in value) + "]"
-        if isinstance(value, tuple) and _has_local(value):
-            return "(" + "".join(self.expression(v) + ", " for v in value) + ")"
-        if isinstance(value, dict) and _has_local(value):
-            return "{" + ", ".join(f"{self.constant(k)}: {self.expression(v)}" for k, v in value.items()) + "}"
-        if isinstance(value, slice) and _has_local(value):
-            parts = ", ".join(self.expression(v) for v in (value.start, value.stop, value.step))
-            return f"{self.constant(slice)}({parts})"
-        return self.constant(value)
-
-    def call(self, function, args, kwargs):
-        text = ", ".join(self.expression(a) for a in args)
-        if kwargs:
-            # Keyword names are plain identifiers (dynamo.trust), never keywords.
-            text += (", " if text else "") + ", ".join(f"{k}={self.expression(v)}" for k, v in kwargs.items())
-        return f"{function}({text})"
-
-
-def _attribute_expression(source, path):
-    """`self.a.b`, with getattr for a child index ("layer1.0")."""
-    text = "self"
-    for part in path.split("."):
-        text = f"{text}.{part}" if part.isidentifier() else f"{source.constant(getattr)}({text}, {part!r})"
-    return text
+# GraphForward's step kinds (lib/embed/graph_forward.h).
+_CALL, _METHOD, _ATTRIBUTES = 0, 1, 2
 
 
 def _forward(pb_graph, values, callables):
-    """The forward of pb_graph (a graph without subgraphs) as a Python function."""
-    source = _Source()
+    """The forward of pb_graph (a graph without subgraphs) as a
+    dynamo._C.GraphForward: one step per node, no Python source to write
+    or compile, and no frame of its own when it runs."""
     env = {}
     params = []
-    statements = []   # (local or None, text, {locals it reads})
-    done = False
+    steps = []
+    step_nodes = []
+    # Placeholders may come after operations (an input only a later node
+    # reads): theirs are the first slots all the same.
+    n_params = sum(1 for node in pb_graph.nodes if node.kind == ir.Node.PLACEHOLDER)
+    output, done = None, False
     for node, what, args, kwargs in checked_nodes(pb_graph, env):
-        # Node names are identifiers, never keywords or dunders; "self", our
-        # "_k<i>" globals and our "_v<i>" renames are all they could shadow.
-        local = node.name if node.name != "self" and node.name[:2] not in ("_k", "_v") else f"_v{len(env)}"
         if node.kind == ir.Node.PLACEHOLDER:
-            params.append(local)
-            env[node.name] = _Local(local)
+            env[node.name] = _Local(node.name, len(params))
+            params.append(node.name)
             continue
-        source.reads = set()
+        if node.kind == ir.Node.OUTPUT:
+            output, done = (args[0] if len(args) == 1 else args), True
+            continue
+        slot = n_params + len(steps)
         if node.kind == ir.Node.GET_ATTR:
             if node.target not in values:
                 raise CaptureError(f"{what}: get_attr target {trust.show(node.target)} is none "
                                    "of the capture's attributes")
-            text = _attribute_expression(source, node.target)
+            steps.append((_ATTRIBUTES, tuple(node.target.split(".")), (), {}, slot))
         elif node.kind == ir.Node.CALL_FUNCTION:
-            text = source.call(source.constant(call_target(node, callables, what)), args, kwargs)
+            steps.append((_CALL, call_target(node, callables, what), args, kwargs, slot))
         elif node.kind == ir.Node.CALL_METHOD:
             if not args:
                 raise CaptureError(f"{what}: a method call without its object")
-            name = method_name(node, what)
-            text = source.call(f"{source.expression(args[0])}.{name}", args[1:], kwargs)
-        elif node.kind == ir.Node.OUTPUT:
-            text = "return " + source.expression(args[0] if len(args) == 1 else args)
-            local = None
-            done = True
+            steps.append((_METHOD, method_name(node, what), args, kwargs, slot))
         else:
             raise CaptureError(f"{what}: node kind {_kind_name(node.kind)} is not one libdynamo writes")
-        statements.append((local, text, source.reads))
-        if local is not None:
-            env[node.name] = _Local(local)
+        step_nodes.append(node)
+        env[node.name] = _Local(node.name, slot)
     if not done:
         raise CaptureError("the graph has no output node")
-    # Each value is dropped after its last use, as FX's forward does, so
-    # that intermediates are freed as the graph runs.
-    last = {}
-    for i, (_, _, reads) in enumerate(statements):
-        for name in reads:
-            last[name] = i
-    drops = {}
-    for name, i in last.items():
-        drops.setdefault(i, []).append(name)
-    for i, (local, _, _) in enumerate(statements):
-        if local is not None and local not in last:  # never read (an in-place op's result)
-            drops.setdefault(i, []).append(local)
-    lines = [f"def forward(self{''.join(', ' + p for p in params)}):"]
-    for i, (local, text, _) in enumerate(statements):
-        lines.append(f"    {local} = {text}" if local is not None else f"    {text}")
-        if i in drops and not text.startswith("return "):
-            lines.append(f"    {' = '.join(sorted(drops[i]))} = None")
-    text = "\n".join(lines) + "\n"
     # The frame evaluator never captures a frame of this name
-    # (lib/embed/eval_frame.cc). Tracebacks through the graph show its lines,
-    # as for FX's forward: linecache asks the globals' __loader__ for them,
-    # and only when a traceback is printed (a name of the form "<...>" would
-    # never be asked; nothing is stored for a forward no traceback reads).
+    # (lib/embed/eval_frame.cc), should a backend compile it into one.
     filename = f"<dynamo graph>.{next(_names)}"
-    source.globals.update(__name__=filename, __loader__=_Lines(text))
-    exec(compile(text, filename, "exec"), source.globals)
-    forward = source.globals.pop("forward")
-    forward.__qualname__ = "forward"
+    steps = tuple(steps)
+    params = tuple(params)
+    forward = _C.GraphForward(params, steps, output, _Local, _Lines(filename, params, steps, step_nodes, output),
+                              filename)
+    forward.__name__ = forward.__qualname__ = "forward"
+    forward.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in ("self",) + params])
     return forward
 
 
+def _text(value):
+    """Python source for a step's argument, for a traceback's line."""
+    if isinstance(value, _Local):
+        return value.name
+    if isinstance(value, list):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + "".join(_text(v) + ", " for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, slice):
+        return f"slice({_text(value.start)}, {_text(value.stop)}, {_text(value.step)})"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class _Lines:
-    """A generated forward's source, for linecache (a module loader's get_source)."""
-    __slots__ = ("text",)
+    """A forward's lines, made when a step raises and kept in linecache, so
+    that the traceback entry GraphForward adds (line i + 2 for step i) shows
+    the node, as a line of FX's generated forward would. Nothing is stored
+    for a forward that never raises."""
+    __slots__ = ("filename", "params", "steps", "nodes", "output")
 
-    def __init__(self, text):
-        self.text = text
+    def __init__(self, filename, params, steps, nodes, output):
+        self.filename, self.params, self.steps, self.nodes, self.output = filename, params, steps, nodes, output
 
-    def get_source(self, name):
-        return self.text
+    def __call__(self, index):
+        lines = [f"def forward(self{''.join(', ' + p for p in self.params)}):\n"]
+        for (kind, target, args, kwargs, _), node in zip(self.steps, self.nodes):
+            if kind == _ATTRIBUTES:
+                text = "self." + ".".join(target)
+            else:
+                parts = [_text(a) for a in (args[1:] if kind == _METHOD else args)]
+                parts += [f"{k}={_text(v)}" for k, v in kwargs.items()]
+                function = f"{_text(args[0])}.{target}" if kind == _METHOD else node.target
+                text = f"{function}({', '.join(parts)})"
+            lines.append(f"    {node.name} = {text}\n")
+        lines.append(f"    return {_text(self.output)}\n")
+        linecache.cache[self.filename] = (sum(map(len, lines)), None, lines, self.filename)
 
 
 def _built_on_read(name):

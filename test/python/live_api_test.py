@@ -472,6 +472,115 @@ def backend_graph_module_is_built_when_read():
         assert any("matmul" in (f.line or "") for f in frames), [f.line for f in frames]
 
 
+@test
+def graph_forward_runs_a_table_of_steps():
+    """dynamo._C.GraphForward, the deferred GraphModule's forward: binds
+    inputs as a Python forward would, drops each value after its last use,
+    makes lists afresh per call, reads attribute paths and methods, refuses
+    a malformed table, and shows a failing step's line in the traceback."""
+    import gc  # noqa: PLC0415
+    import operator  # noqa: PLC0415
+    import weakref  # noqa: PLC0415
+
+    from dynamo import _C  # noqa: PLC0415
+    from dynamo.deferred import _Local as L  # noqa: PLC0415
+
+    x, y = L("x", 0), L("y", 1)
+    GF = _C.GraphForward
+    add = GF(("x", "y"), ((0, operator.add, (x, y), {}, 2),), L("add", 2), L, None, "<t>")
+    assert add(None, 2, 3) == 5 and add(None, 2, y=4) == 6 and add(None, y=5, x=2) == 7
+    for args, kwargs, message in [((1, 2, 3), {}, "takes 3 positional arguments but 4 were given"),
+                                  ((1,), {}, "missing required argument 'y'"),
+                                  ((1,), {"z": 2}, "unexpected keyword argument 'z'"),
+                                  ((1, 2), {"x": 1}, "multiple values for argument 'x'")]:
+        try:
+            add(None, *args, **kwargs)
+            raise AssertionError(f"{args} {kwargs} bound")
+        except TypeError as e:
+            assert message in str(e), e
+
+    # Each value is dropped after its last use: the third step sees the
+    # first step's object gone (only the second step read it).
+    class Box:
+        pass
+    seen = []
+
+    def probe(value):
+        seen.append((value, made[0]() is None))
+        return value
+    made = []
+
+    def make():
+        box = Box()
+        made.append(weakref.ref(box))
+        return box
+    a, b, c = L("a", 1), L("b", 2), L("c", 3)
+    dropping = GF(("x",), ((0, make, (), {}, 1), (0, id, (a,), {}, 2), (0, probe, (b,), {}, 3)), (c, [x, c]), L,
+                  None, "<t>")
+    out = dropping(None, 7)
+    assert seen[0][1], "the object made by the first step outlived its last use"
+    assert out == (seen[0][0], [7, seen[0][0]])
+    # A list argument is new on every call (a callee may keep and change it).
+    lists = []
+    appending = GF(("x",), ((0, lists.append, ([x, 1],), {}, -1),), x, L, None, "<t>")
+    appending(None, 1)
+    appending(None, 2)
+    lists[0].append("changed")
+    assert lists == [[1, 1, "changed"], [2, 1]] and lists[0] is not lists[1]
+    # Methods, keyword arguments, attribute paths through a child index,
+    # dicts and slices with values in them.
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    w, t, d, n, s = L("w", 1), L("t", 2), L("d", 3), L("n", 4), L("s", 5)
+    mixed = GF(("x",), ((2, ("0", "weight"), (), {}, 1), (1, "sum", (w,), {"dim": 0}, 2),
+                        (0, dict, (), {"a": t, "b": 1}, 3), (0, len, (x,), {}, 4),
+                        (0, operator.getitem, (x, slice(1, n)), {}, 5)),
+               (t, d, s), L, None, "<t>")
+    got_t, got_d, got_s = mixed(model, [1, 2, 3, 4])
+    assert torch.equal(got_t, model[0].weight.sum(dim=0)) and got_d == {"a": got_t, "b": 1} and got_s == [2, 3, 4]
+    # Malformed tables are refused when made, not run.
+    for params, steps, output, message in [
+            (("x",), ((0, abs, (x,), {}, 0),), x, "a parameter's or another step's"),
+            (("x",), ((0, abs, (L("z", 1),), {}, 1),), x, "read before a step makes it"),
+            (("x",), ((0, abs, (x,), {}, 1),), L("z", 9), "out of range"),
+            (("x",), ((7, abs, (x,), {}, 1),), x, "unknown step kind"),
+            (("x",), ((1, 3, (x,), {}, 1),), x, "needs its name and its object")]:
+        try:
+            GF(params, steps, output, L, None, "<t>")
+            raise AssertionError(f"{steps} accepted")
+        except (ValueError, TypeError) as e:
+            assert message in str(e), e
+    # A failing step: the traceback has the line describe() registers.
+    lines = []
+
+    def describe(index):
+        lines.append(index)
+        import linecache  # noqa: PLC0415
+        linecache.cache["<failing graph>"] = (0, None, ["def forward(self, x):\n", "    ok = abs(x)\n",
+                                                        "    bad = 1 / x\n"], "<failing graph>")
+    failing = GF(("x",), ((0, abs, (x,), {}, 1), (0, operator.truediv, (1, x), {}, 2)), L("bad", 2), L, describe,
+                 "<failing graph>")
+    try:
+        failing(None, 0)
+        raise AssertionError("1 / 0 ran")
+    except ZeroDivisionError:
+        last = traceback.extract_tb(sys.exc_info()[2])[-1]
+        assert (last.filename, last.lineno, last.name, last.line) == ("<failing graph>", 3, "forward", "bad = 1 / x")
+    assert lines == [1]
+    # It binds as a method, and a cycle through it is collected.
+    holder = type("Holder", (), {"forward": add})()
+    assert holder.forward(1, 2) == 3
+    class Loop:
+        def __call__(self, value):
+            return value
+    target = Loop()
+    looped = GF(("x",), ((0, target, (x,), {}, 1),), L("n", 1), L, None, "<t>")
+    target.back = looped
+    ref = weakref.ref(looped)
+    del looped, target
+    gc.collect()
+    assert ref() is None, "a GraphForward in a reference cycle was not collected"
+
+
 class Times2(torch.nn.Module):
     def forward(self, x):
         return x * 2
