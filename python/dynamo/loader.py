@@ -456,6 +456,21 @@ def _graph_module(pb_graph, values, callables, class_name, lint, depth):
     return torch.fx.GraphModule(dict(values, **subgraphs) if subgraphs else values, graph, class_name=class_name)
 
 
+class _NodeLabel:
+    """"node <name>" for a message, made only when one is written (a live
+    capture checks every node; none of its checks fails)."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return f"node {trust.label(self.name)}"
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+
 def checked_nodes(pb_graph, env):
     """(node, what, args, kwargs) for each node of pb_graph: its name checked
     (a plain identifier, not seen before, not after the output node) and its
@@ -463,7 +478,7 @@ def checked_nodes(pb_graph, env):
     fills in as it builds each node."""
     done = False
     for node in pb_graph.nodes:
-        what = f"node {trust.label(node.name)}"
+        what = _NodeLabel(node.name)
         trust.identifier(node.name, what)
         if done:
             raise CaptureError(f"{what}: comes after the output node")
