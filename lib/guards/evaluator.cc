@@ -845,7 +845,10 @@ Object Program::TensorField(const TensorSpec& t, PyObject* v, PyGetSetDef* fast,
 }
 
 bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) const {
-  if (why == nullptr && t.fast_check) {
+  // Only for a class whose metadata getters are torch's C ones (t.fast),
+  // unchanged since (a Python `shape` of a subclass could say otherwise
+  // than the C++ sizes torch's check reads).
+  if (why == nullptr && t.fast_check && t.type.Holds(v)) {
     Object same = Object::Steal(PyObject_CallOneArg(t.fast_check.get(), v));
     if (same.get() == Py_True) {
       ++torch_tensor_count;
@@ -854,7 +857,7 @@ bool Program::TensorHolds(const TensorSpec& t, PyObject* v, std::string* why) co
     if (!same) python::ClearError();
   }
   if (!FieldsHold(t, v, why)) return false;
-  if (!t.fast_tried && !t.symbolic) MakeFastCheck(t, v);
+  if (!t.fast_tried && t.fast && !t.symbolic) MakeFastCheck(t, v);
   return true;
 }
 

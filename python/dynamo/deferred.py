@@ -58,8 +58,11 @@ def _forward(pb_graph, values, callables):
     output, done = None, False
     for node, what, args, kwargs in checked_nodes(pb_graph, env):
         if node.kind == ir.Node.PLACEHOLDER:
-            env[node.name] = _Local(node.name, len(params))
-            params.append(node.name)
+            # The forward's parameter names: "self" is the module's, and
+            # our renames are "_v<i>" (names are never keywords or dunders).
+            name = node.name if node.name != "self" and node.name[:2] != "_v" else f"_v{len(env)}"
+            env[node.name] = _Local(name, len(params))
+            params.append(name)
             continue
         if node.kind == ir.Node.OUTPUT:
             output, done = (args[0] if len(args) == 1 else args), True
