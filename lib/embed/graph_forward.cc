@@ -426,6 +426,11 @@ int ForwardInit(PyObject* self, PyObject* args, PyObject* kwargs) {
                                    &filename)) {
     return -1;
   }
+  if (f->program != nullptr) {
+    // A running call reads its program: it is made once and never replaced.
+    PyErr_SetString(PyExc_TypeError, "GraphForward: already made");
+    return -1;
+  }
   auto program = std::make_unique<Program>();
   const Py_ssize_t n_params = PyTuple_GET_SIZE(params);
   program->slots = static_cast<int>(n_params + PyTuple_GET_SIZE(steps));
@@ -455,7 +460,6 @@ int ForwardInit(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (text == nullptr) return -1;
   program->filename.assign(text, static_cast<size_t>(size));
   if (!PlanDrops(program.get())) return -1;
-  delete f->program;
   f->program = program.release();
   f->vectorcall = ForwardCall;
   return 0;

@@ -566,6 +566,12 @@ def graph_forward_runs_a_table_of_steps():
         last = traceback.extract_tb(sys.exc_info()[2])[-1]
         assert (last.filename, last.lineno, last.name, last.line) == ("<failing graph>", 3, "forward", "bad = 1 / x")
     assert lines == [1]
+    try:
+        add.__init__(("x",), (), x, L, None, "<t>")
+        raise AssertionError("a GraphForward was made again")
+    except TypeError as e:
+        assert "already made" in str(e), e
+    assert add(None, 1, 2) == 3
     # It binds as a method, and a cycle through it is collected.
     holder = type("Holder", (), {"forward": add})()
     assert holder.forward(1, 2) == 3
