@@ -316,10 +316,11 @@ bool Skipped(PyCodeObject* co) {
     return true;
   }
   std::string f(file);
-  // Generated graph forwards (torch.fx's, and dynamo/deferred.py's "<dynamo
-  // graph>.N": capturing one would capture its own graph again) and frozen
-  // modules; code exec'd from a string ("<string>") is user code like any other.
-  if (f.empty() || StartsWith(f, "<eval_with_key") || StartsWith(f, "<dynamo graph") || StartsWith(f, "<frozen")) {
+  // Generated graph forwards (torch.fx's: capturing one would capture its
+  // own graph again; a live capture's own forward has no frame, see
+  // lib/embed/graph_forward.h) and frozen modules; code exec'd from a string
+  // ("<string>") is user code like any other.
+  if (f.empty() || StartsWith(f, "<eval_with_key") || StartsWith(f, "<frozen")) {
     return true;
   }
   // Comprehensions are traced inline with the function that makes them; on

@@ -85,8 +85,7 @@ def _forward(pb_graph, values, callables):
         env[node.name] = _Local(node.name, slot)
     if not done:
         raise CaptureError("the graph has no output node")
-    # The frame evaluator never captures a frame of this name
-    # (lib/embed/eval_frame.cc), should a backend compile it into one.
+    # The file of a failing step's traceback entry (_Lines).
     filename = f"<dynamo graph>.{next(_names)}"
     steps = tuple(steps)
     params = tuple(params)
