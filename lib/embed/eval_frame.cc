@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/embed/frame.h"
+#include "lib/embed/live_capture.h"
 #include "lib/guards/evaluator.h"
 #include "lib/guards/versions.h"
 #include "lib/python/error.h"
@@ -656,17 +657,18 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
     return RunBelow(ts, frame, throw_flag, ran);
   }
 
-  PyObject *capture_bytes = nullptr, *code = nullptr, *direct = nullptr, *installed = nullptr;
-  if (!PyArg_ParseTuple(result.get(), "SO|OO", &capture_bytes, &code, &direct, &installed)) return nullptr;
-  ir::Capture capture;
-  if (!capture.ParseFromArray(PyBytes_AS_STRING(capture_bytes), static_cast<int>(PyBytes_GET_SIZE(capture_bytes)))) {
-    PyErr_SetString(PyExc_RuntimeError, "dynamo: unreadable capture");
+  PyObject *live = nullptr, *code = nullptr, *direct = nullptr, *installed = nullptr;
+  if (!PyArg_ParseTuple(result.get(), "OO|OO", &live, &code, &direct, &installed)) return nullptr;
+  // The capture as capture_call made it, still in memory (no parse).
+  const ir::Capture* capture = LiveCaptureOf(live);
+  if (capture == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "dynamo: the frame callback returns a dynamo._C.LiveCapture");
     return nullptr;
   }
   const auto compile_started = std::chrono::steady_clock::now();
   absl::StatusOr<guards::GuardEvaluator> compiled = [&] {
     EvaluatorOff off;
-    return guards::GuardEvaluator::Compile(capture.guards(), view);
+    return guards::GuardEvaluator::Compile(capture->guards(), view);
   }();
   guard_compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_started).count();
   if (python::RaisePendingInterrupt()) return nullptr;  // not a reason to skip the code

@@ -9,12 +9,14 @@
 //   dynamo._C.set_eval_frame(callback, cache_size_limit) -> previous callback
 //   callback(function, args, kwargs, recompile_reason) ->
 //       None                         (run this call eagerly, capture again next time)
-//     | (capture_bytes, code | None, (graph, arg_slots, outputs, is_tuple[, callback_off]) | None[, installed])
+//     | (live, code | None, (graph, arg_slots, outputs, is_tuple[, callback_off]) | None[, installed])
 //                                    (the call is that graph on those arguments:
 //                                     called directly, no bytecode runs; with
 //                                     callback_off, as set_eval_frame(None) would)
 //     | False                        (run this code eagerly for this callback from now on)
-//     | (capture_bytes, code | None) (guards; code to run instead, None: the original)
+//     | (live, code | None)           (guards; code to run instead, None: the original)
+//   `live` is the dynamo._C.LiveCapture capture_call made (its guards are
+//   compiled from it in memory).
 //   `installed`, when given, is held by the entry and dropped with it (the
 //   runtime's handle on the globals it installed for the capture).
 //

@@ -3,6 +3,7 @@
 #include <climits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 #include "lib/capture/report.h"
 #include "lib/embed/callers.h"
 #include "lib/embed/graph_forward.h"
+#include "lib/embed/live_capture.h"
 #include "lib/embed/eval_frame.h"
 #include "lib/ops/registry.h"
 #include "lib/python/error.h"
@@ -257,8 +259,6 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
   if (!c.ok()) return RaiseStatus(c.status(), Exceptions().capture_error.get());
   // A capture that an interrupt touched may rest on a probe it cut short.
   if (python::RaisePendingInterrupt()) return nullptr;
-  std::string bytes;
-  if (!c->capture.SerializeToString(&bytes)) return RaiseStatus(absl::InternalError("serialising"));
   Object out = Object::Steal(PyDict_New());
   auto set = [&](const char* key, Object value) {
     return value && PyDict_SetItemString(out.get(), key, value.get()) == 0;
@@ -274,7 +274,8 @@ PyObject* CaptureCall(PyObject* /*module*/, PyObject* args) {
     resumes.push_back(python::MakeTuple({Text(r.global_name), r.code, python::FromBool(r.capture),
                                          python::FromBool(r.takes_closure), python::FromLong(r.offset)}));
   }
-  if (!set("capture", Object::Steal(PyBytes_FromStringAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size())))) ||
+  // The capture stays in C++ memory; Python reads what it needs (live_capture.h).
+  if (!set("capture", NewLiveCapture(std::move(c->capture))) ||
       !set("code", c->code ? c->code : python::None()) || !set("graph_name", Text(c->graph_name)) ||
       !set("attributes", attributes) || !set("resumes", python::MakeList(resumes)) ||
       !set("skip_reason", Text(c->skip_reason)) || !set("objects", python::MakeList(objects))) {
@@ -379,7 +380,7 @@ PyMethodDef kMethods[] = {
     {"capture_call", Interruptible<methods::CaptureCall>::Call, METH_VARARGS,
      "capture_call(function, self, args, kwargs, id, dynamic=None, scalars=False) -> dict\n\n"
      "Traces one call of `function` on its real arguments with graph breaks allowed\n"
-     "and rewrites it: {'capture': serialized Capture (graph, guards, break),\n"
+     "and rewrites it: {'capture': a LiveCapture (graph, guards, break; in C++ memory),\n"
      "'code': code to run instead (None: run the function as it is), 'graph_name',\n"
      "'attributes': {get_attr target: tensor}, 'resumes': [(global name, code,\n"
      "capture?, takes_closure?, offset)], 'skip_reason'}. `scalars`: Tensor.item(),\n"
@@ -457,6 +458,7 @@ absl::StatusOr<Object> CreateModule() {
   }
   if (absl::Status s = AddCallerTypes(module.get()); !s.ok()) return s;
   if (absl::Status s = AddGraphForwardType(module.get()); !s.ok()) return s;
+  if (absl::Status s = AddLiveCaptureType(module.get()); !s.ok()) return s;
   return module;
 }
 

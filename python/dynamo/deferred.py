@@ -13,8 +13,13 @@ when something reads it:
 (which read the graph first). From then on it is an ordinary GraphModule, with
 FX's own forward.
 
-The forward checks what to_graph_module checks (dynamo.loader: names, call
-targets in the registry's list), so no code is chosen by the capture's text.
+The table is built in C++ from the capture as the trace left it in memory
+(dynamo._C.LiveCapture.forward_table): no serialized proto is parsed and no
+Python walks the nodes. Every object a node names is still chosen here, as
+dynamo.loader chooses it for a file: call targets from the op registry's list
+(loader.call_target), dtypes, devices, layouts and memory formats from their
+tables. The FX graph, when read, is built from the capture's proto through
+the loader's full checks.
 """
 import inspect
 import itertools
@@ -24,9 +29,9 @@ import torch
 import torch.fx
 
 from dynamo import _C
-from dynamo import dynamo_ir_pb2 as ir
 from dynamo import trust
-from dynamo.loader import CaptureError, _kind_name, _set_path, call_target, checked_nodes, fx_graph, method_name
+from dynamo.loader import (CaptureError, _set_path, call_target, check_paths, dtype_of, fx_graph,
+                           memory_format_of, method_name)
 
 _names = itertools.count()
 
@@ -43,53 +48,75 @@ class _Local:
 # GraphForward's step kinds (lib/embed/graph_forward.h).
 _CALL, _METHOD, _ATTRIBUTES = 0, 1, 2
 
+# (kind, target, inferred_on_meta) -> the callable or method name the
+# registry's list gives it: fixed for the process, so resolved once.
+_RESOLVED = {}
 
-def _forward(pb_graph, values, callables):
-    """The forward of pb_graph (a graph without subgraphs) as a
-    dynamo._C.GraphForward: one step per node, no Python source to write
-    or compile, and no frame of its own when it runs."""
-    env = {}
-    params = []
-    steps = []
-    step_nodes = []
-    # Placeholders may come after operations (an input only a later node
-    # reads): theirs are the first slots all the same.
-    n_params = sum(1 for node in pb_graph.nodes if node.kind == ir.Node.PLACEHOLDER)
-    output, done = None, False
-    for node, what, args, kwargs in checked_nodes(pb_graph, env):
-        if node.kind == ir.Node.PLACEHOLDER:
-            # The forward's parameter names: "self" is the module's, and
-            # our renames are "_v<i>" (names are never keywords or dunders).
-            name = node.name if node.name != "self" and node.name[:2] != "_v" else f"_v{len(env)}"
-            env[node.name] = _Local(name, len(params))
-            params.append(name)
-            continue
-        if node.kind == ir.Node.OUTPUT:
-            output, done = (args[0] if len(args) == 1 else args), True
-            continue
-        slot = n_params + len(steps)
-        if node.kind == ir.Node.GET_ATTR:
-            if node.target not in values:
-                raise CaptureError(f"{what}: get_attr target {trust.show(node.target)} is none "
-                                   "of the capture's attributes")
-            steps.append((_ATTRIBUTES, tuple(node.target.split(".")), (), {}, slot))
-        elif node.kind == ir.Node.CALL_FUNCTION:
-            steps.append((_CALL, call_target(node, callables, what), args, kwargs, slot))
-        elif node.kind == ir.Node.CALL_METHOD:
-            if not args:
-                raise CaptureError(f"{what}: a method call without its object")
-            steps.append((_METHOD, method_name(node, what), args, kwargs, slot))
-        else:
-            raise CaptureError(f"{what}: node kind {_kind_name(node.kind)} is not one libdynamo writes")
-        step_nodes.append(node)
-        env[node.name] = _Local(node.name, slot)
-    if not done:
-        raise CaptureError("the graph has no output node")
+
+def _resolver(callables):
+    """forward_table's `resolve`: what a call node's target names, as the
+    loader resolves a file's (functions put in the graph by
+    dynamo.allow_in_graph come from `callables`, never from the cache)."""
+    def resolve(kind, target, inferred_on_meta, name):
+        if kind == _CALL and callables:
+            allowed = callables.get(target)
+            if allowed is not None:
+                return allowed
+        key = (kind, target, inferred_on_meta)
+        found = _RESOLVED.get(key)
+        if found is None:
+            what = f"node {trust.label(name)}"
+            found = (call_target(target, inferred_on_meta, None, what) if kind == _CALL
+                     else method_name(target, inferred_on_meta, what))
+            _RESOLVED[key] = found
+        return found
+    return resolve
+
+
+def _constant(kind, value):
+    """forward_table's `constant`: a torch object a node's argument names."""
+    if kind == "dtype":
+        return dtype_of(value)
+    if kind == "memory_format":
+        return memory_format_of(value)
+    if kind == "layout":
+        return trust.layout(value, "a layout argument")
+    return trust.device_named(value[0] or "cpu", value[1], "a device argument")
+
+
+def graph_module(live, graph_proto, attributes, callables):
+    """The GraphModule for the graph of `live` (a dynamo._C.LiveCapture), or
+    None when that graph has subgraphs (torch.cond's branches are FX's to
+    build: dynamo.loader.to_graph_module). `attributes` are the capture's
+    tensors by target, `callables` the functions dynamo.allow_in_graph put in
+    graphs, and graph_proto() the graph's proto, asked for only when the FX
+    graph is read."""
+    try:
+        table = live.forward_table(_Local, _resolver(callables), _constant)
+        if table is None:
+            return None
+        params, steps, output, names, targets, read = table
+        values = {}
+        for target in read:
+            if target not in attributes:
+                raise CaptureError(f"get_attr target {trust.show(target)} is none of the capture's attributes")
+            values[target] = attributes[target]
+        check_paths(values)
+        forward = _forward(params, steps, output, names, targets)
+        return DeferredGraphModule(graph_proto, values, callables, trust.class_name(live.function_name), forward)
+    except CaptureError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- a table C++ refused, or whatever FX raises: the capture is at fault
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CaptureError(f"graph 0: not a graph FX can build ({reason})") from None
+
+
+def _forward(params, steps, output, names, targets):
+    """The table as a dynamo._C.GraphForward, named and signed as FX's
+    forward would be."""
     # The file of a failing step's traceback entry (_Lines).
     filename = f"<dynamo graph>.{next(_names)}"
-    steps = tuple(steps)
-    params = tuple(params)
-    forward = _C.GraphForward(params, steps, output, _Local, _Lines(filename, params, steps, step_nodes, output),
+    forward = _C.GraphForward(params, steps, output, _Local, _Lines(filename, params, steps, names, targets, output),
                               filename)
     forward.__name__ = forward.__qualname__ = "forward"
     forward.__signature__ = inspect.Signature(
@@ -118,24 +145,71 @@ class _Lines:
     that the traceback entry GraphForward adds (line i + 2 for step i) shows
     the node, as a line of FX's generated forward would. Nothing is stored
     for a forward that never raises."""
-    __slots__ = ("filename", "params", "steps", "nodes", "output")
+    __slots__ = ("filename", "params", "steps", "names", "targets", "output")
 
-    def __init__(self, filename, params, steps, nodes, output):
-        self.filename, self.params, self.steps, self.nodes, self.output = filename, params, steps, nodes, output
+    def __init__(self, filename, params, steps, names, targets, output):
+        self.filename, self.params, self.steps, self.output = filename, params, steps, output
+        self.names, self.targets = names, targets
 
     def __call__(self, index):
         lines = [f"def forward(self{''.join(', ' + p for p in self.params)}):\n"]
-        for (kind, target, args, kwargs, _), node in zip(self.steps, self.nodes):
+        for (kind, target, args, kwargs, _), name, text in zip(self.steps, self.names, self.targets):
             if kind == _ATTRIBUTES:
                 text = "self." + ".".join(target)
             else:
                 parts = [_text(a) for a in (args[1:] if kind == _METHOD else args)]
                 parts += [f"{k}={_text(v)}" for k, v in kwargs.items()]
-                function = f"{_text(args[0])}.{target}" if kind == _METHOD else node.target
+                function = f"{_text(args[0])}.{target}" if kind == _METHOD else text
                 text = f"{function}({', '.join(parts)})"
-            lines.append(f"    {node.name} = {text}\n")
+            lines.append(f"    {name} = {text}\n")
         lines.append(f"    return {_text(self.output)}\n")
         linecache.cache[self.filename] = (sum(map(len, lines)), None, lines, self.filename)
+
+
+def _place(root, values):
+    """Puts each tensor at its dotted path under `root`, each parent a plain
+    nn.Module, as dynamo.loader._set_path does one at a time: here without
+    nn.Module's per-name checks, which cannot fail on the capture's paths
+    (check_paths ran). Registration hooks someone installed, or a path
+    through a name GraphModule's class already has, take the checked way."""
+    registry = torch.nn.modules.module
+    if (registry._global_module_registration_hooks or registry._global_parameter_registration_hooks
+            or registry._global_buffer_registration_hooks
+            or any(hasattr(type(root), path.partition(".")[0]) for path in values)):
+        for path, value in values.items():
+            _set_path(root, path, value)
+        return
+    modules = {"": root}
+
+    def module_at(path):
+        module = modules.get(path)
+        if module is None:
+            above, _, name = path.rpartition(".")
+            module = module_at(above)._modules[name] = modules[path] = _fresh_module()
+        return module
+
+    for path, value in values.items():
+        parent, _, leaf = path.rpartition(".")
+        module = module_at(parent)
+        (module._parameters if isinstance(value, torch.nn.Parameter) else module._buffers)[leaf] = value
+
+
+_EMPTY_MODULE = None
+
+
+def _fresh_module():
+    """A new plain nn.Module: a copy of an empty one's state (its containers
+    fresh), without running nn.Module.__init__ once per parent path."""
+    global _EMPTY_MODULE
+    if _EMPTY_MODULE is None:
+        state = torch.nn.Module().__dict__
+        plain = all(isinstance(v, (dict, set, bool, type(None))) for v in state.values())
+        _EMPTY_MODULE = state if plain else False  # a torch whose Module holds more: run __init__
+    if _EMPTY_MODULE is False:
+        return torch.nn.Module()
+    module = object.__new__(torch.nn.Module)
+    module.__dict__.update({k: v.copy() if isinstance(v, (dict, set)) else v for k, v in _EMPTY_MODULE.items()})
+    return module
 
 
 def _built_on_read(name):
@@ -156,27 +230,20 @@ class DeferredGraphModule(torch.fx.GraphModule):
     methods read and write them as attributes, and the first read builds the
     graph and lets FX generate its code (FX's forward then replaces ours)."""
 
-    @classmethod
-    def of(cls, pb_graph, values, callables, class_name):
-        """The module for pb_graph (without subgraphs: torch.cond's branches
-        are FX's to build) holding `values` at their paths."""
-        return cls(pb_graph, values, callables, class_name, _forward(pb_graph, values, callables))
-
-    def __init__(self, pb_graph, values, callables, class_name, forward):
+    def __init__(self, graph_proto, values, callables, class_name, forward):
         # Everything else a GraphModule holds, set up by GraphModule itself
         # on an empty graph (its code generation of nothing is cheap).
         super().__init__({}, torch.fx.Graph(), class_name)
         del self.__dict__["_graph"], self.__dict__["_code"]
-        for path, value in values.items():  # a path is never both a tensor and a parent (the loader checks)
-            _set_path(self, path, value)
-        self.__dict__["_dynamo_pending"] = (pb_graph, values, callables)
+        _place(self, values)
+        self.__dict__["_dynamo_pending"] = (graph_proto, values, callables)
         type(self).forward = forward
 
     def _materialize(self):
         pending = self.__dict__.pop("_dynamo_pending", None)
         if pending is not None:
-            pb_graph, values, callables = pending
-            torch.fx.GraphModule.graph.fset(self, fx_graph(pb_graph, values, {}, callables))
+            graph_proto, values, callables = pending
+            torch.fx.GraphModule.graph.fset(self, fx_graph(graph_proto(), values, {}, callables))
 
     _graph = _built_on_read("_graph")
     _code = _built_on_read("_code")

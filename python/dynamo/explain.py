@@ -23,7 +23,7 @@ from dynamo import dynamo_ir_pb2 as ir
 from dynamo.eval_frame import capture_target
 from dynamo.guards import _constant, frame_for_call, resolve_source
 from dynamo.loader import _get_path, _set_path, meta_dict
-from dynamo.runtime import Runtime, Unsupported, format_break
+from dynamo.runtime import Runtime, Unsupported, capture_proto, format_break
 
 
 # ----------------------------------------------------------------- guards
@@ -193,7 +193,8 @@ def _run_explain(fn, args, kwargs):
     name = getattr(target, "__qualname__", getattr(target, "__name__", "<fn>"))
     reasons = [BreakReason(b, name) for b in runtime.break_records]
     guards = [Guard(g) for c in runtime.captures_made for g in c.guards]
-    return ExplainOutput(graphs, reasons, guards, elapsed, runtime.captures_made, runtime.phase_times)
+    return ExplainOutput(graphs, reasons, guards, elapsed, [capture_proto(c) for c in runtime.captures_made],
+                         runtime.phase_times)
 
 
 def explain(fn, *extra_args, **extra_kwargs):
@@ -321,7 +322,7 @@ def export(fn, *args, aten_graph=False, decomposition_table=None, **kwargs):
     if len(recorded) != 1 or len(runtime.captures_made) != 1:
         raise Unsupported(f"dynamo.export: {name} must produce exactly one graph; "
                           f"it produced {len(recorded)}")
-    capture = runtime.captures_made[0]
+    capture = capture_proto(runtime.captures_made[0])
     gm, outputs = recorded[0]["gm"], recorded[0]["outputs"]
     guards = [Guard(g) for g in capture.guards]
     graph_module = _standalone(gm, capture, target, args, kwargs, result, outputs, name)

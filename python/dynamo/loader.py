@@ -160,6 +160,13 @@ def dtype_of(pb_dtype):
         raise CaptureError(f"unknown dtype {pb_dtype}") from None
 
 
+def memory_format_of(pb_format, what="memory format"):
+    try:
+        return _MEMORY_FORMATS[pb_format]
+    except KeyError:
+        raise CaptureError(f"{what}: unknown memory format {pb_format}") from None
+
+
 def device_of(pb_device, what="device"):
     return trust.device(pb_device, what)
 
@@ -324,10 +331,7 @@ def _argument(arg, env, what, depth=0):
     if which == "ellipsis":
         return Ellipsis
     if which == "memory_format":
-        try:
-            return _MEMORY_FORMATS[arg.memory_format]
-        except KeyError:
-            raise CaptureError(f"{what}: unknown memory format {arg.memory_format}") from None
+        return memory_format_of(arg.memory_format, what)
     if which == "layout":
         return trust.layout(arg.layout, what)
     raise CaptureError(f"{what}: unknown argument kind {which}")
@@ -357,21 +361,24 @@ def _attribute_values(capture, pb_graph, root, base_dir, attributes):
         if not isinstance(tensor, torch.Tensor):
             raise CaptureError(f"{what}: {type(tensor).__name__} is not a tensor")
         values[attr.target] = tensor
-    # One path may not be both a tensor and the parent of another.
+    check_paths(values)
+    return values
+
+
+def check_paths(values):
+    """One path of `values` may not be both a tensor and the parent of another."""
     for target in values:
         parts = target.split(".")
         for i in range(1, len(parts)):
             if ".".join(parts[:i]) in values:
                 raise CaptureError(f"attribute {target}: {'.'.join(parts[:i])} is a tensor, not a module")
-    return values
 
 
 def _kind_name(kind):
     return ir.Node.Kind.Name(kind) if kind in ir.Node.Kind.values() else str(kind)
 
 
-def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None, callables=None, lint=True,
-                    deferred=False):
+def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=None, callables=None, lint=True):
     """One graph of the capture as a torch.fx.GraphModule.
 
     Attribute values come from `attributes` ({target: tensor}, what a live
@@ -385,9 +392,9 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
     registry's list (dynamo.trust) before FX sees it: a capture names
     operations and tensors, never code (README, "Trust model"). `lint=False`
     skips FX's own consistency walk of the graph, for a capture this
-    process just made (the checks above still run). `deferred=True` builds
-    the FX graph only when it is read (dynamo.deferred), for a capture this
-    process just made."""
+    process just made (the checks above still run). A live capture's
+    backend gets a dynamo.deferred.DeferredGraphModule instead, built from
+    the capture in memory."""
     if not 0 <= graph_index < len(capture.graphs):
         raise CaptureError(f"the capture has no graph {graph_index}")
     pb_graph = capture.graphs[graph_index]
@@ -395,9 +402,6 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
     values = _attribute_values(capture, pb_graph, root, base_dir, attributes)
     class_name = trust.class_name(capture.function_name)
     try:
-        if deferred and not pb_graph.subgraphs:
-            from dynamo.deferred import DeferredGraphModule  # noqa: PLC0415 - it imports this module
-            return DeferredGraphModule.of(pb_graph, values, callables, class_name)
         return _graph_module(pb_graph, values, callables, class_name, lint, 0)
     except CaptureError:
         raise
@@ -406,30 +410,30 @@ def to_graph_module(capture, graph_index=0, root=None, base_dir=".", attributes=
         raise CaptureError(f"graph {graph_index}: not a graph FX can build ({reason})") from None
 
 
-def call_target(node, callables, what):
-    """The callable a CALL_FUNCTION node names: a function the live capture
-    put in the graph (`callables`), torch._numpy's, a torch operator for a
-    node inferred on meta, else one of the registry's list (dynamo.trust)."""
-    allowed = callables.get(node.target) if callables else None
-    if allowed is None and node.target.startswith("allow_in_graph."):
-        raise CaptureError(f"{what}: call target {trust.show(node.target)} is a function put in the graph "
+def call_target(target, inferred_on_meta, callables, what):
+    """The callable a CALL_FUNCTION node's target names: a function the live
+    capture put in the graph (`callables`), torch._numpy's, a torch operator
+    for a node inferred on meta, else one of the registry's list
+    (dynamo.trust)."""
+    allowed = callables.get(target) if callables else None
+    if allowed is None and target.startswith("allow_in_graph."):
+        raise CaptureError(f"{what}: call target {trust.show(target)} is a function put in the graph "
                            "by dynamo.allow_in_graph: only the live capture that made it can call it")
-    if allowed is None and node.target.startswith("torch._numpy."):
+    if allowed is None and target.startswith("torch._numpy."):
         # NumPy on tensors (dynamo.numpy_bridge): torch._numpy's own
         # functions, methods and operators, by name.
         from dynamo import numpy_bridge
-        allowed = numpy_bridge.resolve(node.target)
+        allowed = numpy_bridge.resolve(target)
         if allowed is None:
-            raise CaptureError(f"{what}: call target {trust.show(node.target)} names nothing in torch._numpy")
+            raise CaptureError(f"{what}: call target {trust.show(target)} names nothing in torch._numpy")
     if allowed is None:
-        allowed = (_operator_target(node.target, what) if node.inferred_on_meta
-                   else trust.call_target(node.target, what))
+        allowed = _operator_target(target, what) if inferred_on_meta else trust.call_target(target, what)
     return allowed
 
 
-def method_name(node, what):
-    """The Tensor method a CALL_METHOD node calls, by name."""
-    return _operator_method(node.target, what) if node.inferred_on_meta else trust.method(node.target, what)
+def method_name(target, inferred_on_meta, what):
+    """The Tensor method a CALL_METHOD node's target calls, by name."""
+    return _operator_method(target, what) if inferred_on_meta else trust.method(target, what)
 
 
 # How deep subgraphs may nest (torch.cond in a branch of one); the checker's bound.
@@ -514,11 +518,11 @@ def fx_graph(pb_graph, values, subgraphs, callables):
                                    "of the capture's attributes")
             fx_node = graph.get_attr(node.target)
         elif node.kind == ir.Node.CALL_FUNCTION:
-            fx_node = graph.call_function(call_target(node, callables, what), args, kwargs)
+            fx_node = graph.call_function(call_target(node.target, node.inferred_on_meta, callables, what), args, kwargs)
         elif node.kind == ir.Node.CALL_METHOD:
             if not args:
                 raise CaptureError(f"{what}: a method call without its object")
-            fx_node = graph.call_method(method_name(node, what), args, kwargs)
+            fx_node = graph.call_method(method_name(node.target, node.inferred_on_meta, what), args, kwargs)
         elif node.kind == ir.Node.OUTPUT:
             graph.output(args[0] if len(args) == 1 else args)
             continue

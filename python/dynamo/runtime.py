@@ -35,6 +35,7 @@ import torch
 
 from dynamo import _C
 from dynamo import config
+from dynamo import deferred
 from dynamo import dynamo_ir_pb2 as ir
 from dynamo import logs
 from dynamo.guards import check_guards, frame_for_call, resolve_source
@@ -69,14 +70,45 @@ def format_break(b):
     return text
 
 
+class LazyCapture:
+    """A live capture's ir.Capture proto, parsed from the capture kept in C++
+    (`live`, a dynamo._C.LiveCapture) when something first reads it: explain,
+    logs, dumps, a break's record, the FX graph. A first call that reads
+    none of these never serializes or parses it. Reads as the proto does;
+    `proto` is the proto itself."""
+
+    __slots__ = ("live", "_proto")
+
+    def __init__(self, live):
+        self.live = live
+        self._proto = None
+
+    @property
+    def proto(self):
+        if self._proto is None:
+            self._proto = ir.Capture.FromString(self.live.serialize())
+        return self._proto
+
+    def __getattr__(self, name):
+        return getattr(self.proto, name)
+
+    def __repr__(self):
+        return repr(self.proto)
+
+
+def capture_proto(capture):
+    """The ir.Capture proto of a capture a Runtime recorded."""
+    return capture.proto if isinstance(capture, LazyCapture) else capture
+
+
 class _Entry:
     """One cached compilation of a code object: the guards it holds under
     and the function to run (None: run the original as it is)."""
 
-    def __init__(self, capture, function, capture_bytes=b"", direct=None, installed=None):
-        self.capture = capture
+    def __init__(self, capture, function, live=None, direct=None, installed=None):
+        self.capture = capture  # a LazyCapture
         self.function = function
-        self.capture_bytes = capture_bytes
+        self.live = live  # the dynamo._C.LiveCapture the frame evaluator compiles the guards from
         # (compiled graph, argument slots, outputs, returns a tuple) when the
         # call is the graph alone: the frame evaluator calls it directly.
         self.direct = direct
@@ -205,7 +237,7 @@ class Runtime:
         self.cache = weakref.WeakKeyDictionary()  # code object -> [_Entry]
         # History, the newest HISTORY_LIMIT of each, in order:
         self.graphs = _WeakHistory()      # GraphModules handed to the backend (weakly)
-        self.captures_made = _History()   # Capture protos
+        self.captures_made = _History()   # LazyCapture: each reads as its Capture proto
         self.break_records = _History()   # GraphBreak protos
         self.generated_code = _History()  # rewritten and resume code objects
         self._resume_codes = {}  # resume code -> the first equal one made (bounded by the program's text)
@@ -293,7 +325,7 @@ class Runtime:
         if entry is None:
             return False  # this code runs eagerly, for this Runtime only
         code = entry.function.__code__ if entry.function is not None else None
-        return entry.capture_bytes, code, entry.direct, entry.installed
+        return entry.live, code, entry.direct, entry.installed
 
     def _call_checked(self, fn, args, kwargs):
         target = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -391,15 +423,16 @@ class Runtime:
         result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids),
                                  self._dynamic_spec(fn, target, args, kwargs),
                                  bool(config.capture_scalar_outputs or self.nopython))
-        capture = ir.Capture.FromString(result["capture"])
-        if self.nopython and capture.graph_breaks:
+        live = result["capture"]
+        capture = LazyCapture(live)
+        if self.nopython and live.break_count:
             first = capture.graph_breaks[0]
             # An op that fails is the program's error (torch._dynamo's
             # TorchRuntimeError), not a limit of the capture.
             error = TorchRuntimeError if first.reason == ir.GraphBreak.OP_FAILS else Unsupported
             raise error(format_break(first))
         self.captures_made.append(capture)
-        for b in capture.graph_breaks:
+        for b in capture.graph_breaks if live.break_count else ():
             self.break_records.append(b)
             self.break_sites.add((b.location.file, b.location.line, b.offset, b.reason))
             logs.emit("graph_breaks", lambda b=b: f"Graph break in {target.__code__.co_qualname}: {format_break(b)}")
@@ -409,7 +442,7 @@ class Runtime:
                 # The frame would run as it is: Python, not a graph.
                 raise Unsupported(f"{target.__code__.co_qualname}: {result['skip_reason']}")
             _dump(target.__code__, capture, None)
-            return _Entry(capture, None, result["capture"])
+            return _Entry(capture, None, live)
         globals_ = target.__globals__
         installed = _Installed(globals_)
         compiled = raw = None
@@ -418,12 +451,14 @@ class Runtime:
         self.phase_times.append(phases)
         if result["graph_name"]:
             started = time.perf_counter()
-            gm = to_graph_module(capture, 0, attributes=result["attributes"], callables=_graph_callables(), lint=False,
-                                 deferred=True)
+            callables = _graph_callables()
+            gm = deferred.graph_module(live, lambda: capture.graphs[0], result["attributes"], callables)
+            if gm is None:  # a graph with subgraphs: FX's own, from the proto
+                gm = to_graph_module(capture.proto, 0, attributes=result["attributes"], callables=callables,
+                                     lint=False)
             phases["graph"] = time.perf_counter() - started
             frame = frame_for_call(fn, args, kwargs)
-            example_inputs = [_graph_input(resolve_source(i.name, frame, globals_))
-                              for i in _placeholder_sources(capture)]
+            example_inputs = [_graph_input(resolve_source(name, frame, globals_)) for name in live.tensor_inputs]
             self.graphs.append(gm)
             self.graphs_made += 1
             logs.emit("graph_code", lambda: f"TRACED GRAPH {result['graph_name']} "
@@ -433,7 +468,7 @@ class Runtime:
                 print(f"dynamo: captured {target.__code__.co_qualname}:\n{gm.code}")
             held = sys.getrefcount(gm)
             backend = self.backend
-            if getattr(backend, "_dynamo_static_shapes", False) and _has_symbols(capture):
+            if getattr(backend, "_dynamo_static_shapes", False) and live.has_symbols:
                 backend = _PerShape(backend)
             started = time.perf_counter()
             try:
@@ -474,7 +509,7 @@ class Runtime:
             # The frame evaluator turns the callback off itself: no Python
             # wrapper on the warm path.
             direct = (raw, slots, outputs, is_tuple, callback_off)
-        return _Entry(capture, function, result["capture"], direct, installed)
+        return _Entry(capture, function, live, direct, installed)
 
 
 def _dump(code, capture, gm):
@@ -483,7 +518,7 @@ def _dump(code, capture, gm):
     from dynamo.explain import Guard  # noqa: PLC0415 - explain imports this module
     # The file names what a live capture leaves to its caller: where it came from.
     named = ir.Capture()
-    named.CopyFrom(capture)
+    named.CopyFrom(capture_proto(capture))
     named.source_file, named.function_name, named.first_line = code.co_filename, code.co_qualname, code.co_firstlineno
     named.python_version, named.torch_version = sys.version.split()[0], torch.__version__
     logs.dump_capture(code.co_qualname, named.SerializeToString(), capture, [gm.code.strip() + "\n"] if gm is not None else [],
@@ -591,10 +626,6 @@ def _tensor_inputs(frame):
                     yield f"L[{name!r}][{key!r}]", item
 
 
-def _has_symbols(capture):
-    return any(g.kind == ir.Guard.SHAPE_ENV for g in capture.guards)
-
-
 class _PerShape:
     """A backend that specialises on shapes (Inductor, AOTAutograd) given a
     graph with symbolic sizes: compiled again for each new combination of
@@ -623,6 +654,3 @@ class _PerShape:
             compiled = self.compiled[key] = self.backend(self.gm, list(inputs))
         return compiled(*inputs)
 
-
-def _placeholder_sources(capture):
-    return [spec for spec in capture.inputs if spec.WhichOneof("value") == "tensor"]

@@ -184,7 +184,11 @@ _DEVICES = {}  # (type, index) -> torch.device, for those already checked
 
 
 def device(pb_device, what):
-    kind, index = pb_device.type or "cpu", pb_device.index
+    return device_named(pb_device.type or "cpu", pb_device.index, what)
+
+
+def device_named(kind, index, what):
+    """The torch.device of type `kind` ("cuda") and `index` (-1: none)."""
     known = _DEVICES.get((kind, index))
     if known is not None:
         return known

@@ -430,13 +430,22 @@ def backend_graph_module_is_built_when_read():
     gm = got[0]
     assert isinstance(gm, torch.fx.GraphModule)
     assert "_dynamo_pending" in gm.__dict__, "the FX graph was built although nothing read it"
+    # Built from the capture in C++ memory: no proto serialized or parsed.
+    capture = opt.dynamo_runtime.captures_made[-1]
+    assert capture._proto is None, "the first call parsed the capture"
     # Its parameters are the model's own tensors, at the paths FX would use.
     params = dict(gm.named_parameters())
     assert params and all(p is model.get_parameter(name) for name, p in params.items())
     with torch.no_grad():
         before = gm(x)[0]
-    capture = opt.dynamo_runtime.captures_made[-1]
     full = to_graph_module(capture, 0, root=model)
+    # The same tree of plain modules, parameters and buffers as FX's (FX
+    # orders it by depth, we by the capture's attributes).
+    assert sorted((n, type(m)) for n, m in gm.named_modules() if n) == \
+        sorted((n, type(m)) for n, m in full.named_modules() if n)
+    assert all(type(m) is torch.nn.Module and m.training for n, m in gm.named_modules() if n)
+    assert sorted(gm.state_dict()) == sorted(full.state_dict())
+    assert dict(gm.named_buffers()).keys() == dict(full.named_buffers()).keys()
     assert [(n.op, n.name, str(n.target)) for n in gm.graph.nodes] == \
         [(n.op, n.name, str(n.target)) for n in full.graph.nodes]
     assert "_dynamo_pending" not in gm.__dict__
@@ -453,6 +462,20 @@ def backend_graph_module_is_built_when_read():
         assert "_dynamo_pending" in got[0].__dict__
         with torch.no_grad():
             assert torch.allclose(make(got[0])(x)[0], want, rtol=1e-6, atol=1e-6)
+    # Registration hooks someone installed see each tensor the module gets.
+    registered = []
+    hooks = [torch.nn.modules.module.register_module_buffer_registration_hook(
+                 lambda m, name, t: registered.append(name)),
+             torch.nn.modules.module.register_module_parameter_registration_hook(
+                 lambda m, name, t: registered.append(name))]
+    try:
+        got.clear()
+        with torch.no_grad():
+            dynamo.optimize(keeping)(model)(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert sorted(registered) == sorted(n.rpartition(".")[2] for n in got[0].state_dict()), registered
     # Under a torch function mode (torch's default-device context): the
     # grad-mode nodes' binding imports, which crashed a forward without builtins.
     from capture_cases import grad_modes  # noqa: PLC0415 - no_grad() then enable_grad() blocks
