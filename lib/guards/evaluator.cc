@@ -1943,13 +1943,13 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(
   return Compile(std::vector<ir::Guard>(guards.begin(), guards.end()), at_capture);
 }
 
-absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Guard>& guards,
-                                                       const FrameView& at_capture) {
+absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::vector<ir::Guard> owned, const FrameView& at_capture) {
   if (at_capture.locals == nullptr || at_capture.names == nullptr || at_capture.globals == nullptr) {
     return absl::InvalidArgumentError("the frame needs locals, names and globals");
   }
   auto p = std::make_shared<Program>();
-  p->guards = guards;
+  p->guards = std::move(owned);
+  const std::vector<ir::Guard>& guards = p->guards;  // never changed again: views into it stay valid
   p->refs.resize(guards.size());
   const std::pair<Object*, const char*> interned[] = {
       {&p->s_parameters, "_parameters"}, {&p->s_buffers, "_buffers"}, {&p->s_modules, "_modules"},
@@ -1957,7 +1957,9 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       {&p->s_requires_grad, "requires_grad"}, {&p->s_stride, "stride"}};
   for (const auto& [slot, name] : interned) *slot = Intern(name);
   const Known known = FindKnown();
-  absl::flat_hash_map<std::string, int> node_of;  // "parent|kind|name|index" -> node
+  // A source's prefix text (a view into the guards, which outlive the
+  // compile) -> its node: the same text parses to the same steps.
+  absl::flat_hash_map<absl::string_view, int> node_of;
   std::vector<TreeNode> tree;
   std::vector<int> roots;
   std::vector<Object> seen;                       // per node: its value in `at_capture`
@@ -1966,14 +1968,20 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
   // shared with every guard that reads the same prefix.
   auto path = [&](const std::string& source, const std::vector<Token>& tokens,
                   size_t count) -> absl::StatusOr<int> {
+    // The longest prefix already in the tree (most guards share all but
+    // their last step with an earlier one); the steps after it are new.
     int parent = -1;
-    for (size_t ti = 0; ti < count; ++ti) {
-      const Token& t = tokens[ti];
-      std::string key = absl::StrCat(parent, "|", static_cast<int>(t.kind), "|", t.name, "|", t.index);
-      if (auto it = node_of.find(key); it != node_of.end()) {
+    size_t first_new = 0;
+    for (size_t k = count; k > 0; --k) {
+      if (auto it = node_of.find(absl::string_view(source).substr(0, tokens[k - 1].end)); it != node_of.end()) {
         parent = it->second;
-        continue;
+        first_new = k;
+        break;
       }
+    }
+    for (size_t ti = first_new; ti < count; ++ti) {
+      const Token& t = tokens[ti];
+      const absl::string_view key = absl::string_view(source).substr(0, t.end);
       Step step;
       step.kind = static_cast<StepKind>(t.kind);
       step.index = t.index;
@@ -2021,7 +2029,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(const std::vector<ir::Gua
       tree.push_back(std::move(node));
       seen.push_back(std::move(value));
       (parent >= 0 ? tree[static_cast<size_t>(parent)].children : roots).push_back(index);
-      node_of.emplace(std::move(key), index);
+      node_of.emplace(key, index);
       parent = index;
     }
     return parent;

@@ -123,7 +123,7 @@ class GuardEvaluator {
   // does not have, a source that cannot be read in that frame, an ID_MATCH or
   // TYPE_MATCH whose name is not the object's found there, a symbolic size, or
   // any guard that does not hold on that frame.
-  [[nodiscard]] static absl::StatusOr<GuardEvaluator> Compile(const std::vector<ir::Guard>& guards,
+  [[nodiscard]] static absl::StatusOr<GuardEvaluator> Compile(std::vector<ir::Guard> guards,
                                                               const FrameView& at_capture);
   [[nodiscard]] static absl::StatusOr<GuardEvaluator> Compile(
       const google::protobuf::RepeatedPtrField<ir::Guard>& guards, const FrameView& at_capture);
