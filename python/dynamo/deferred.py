@@ -179,18 +179,18 @@ def _place(root, values):
         for path, value in values.items():
             _set_path(root, path, value)
         return
+    # No closure here: a recursive one is a cycle, which would keep these
+    # modules (and the user's tensors) alive until the collector runs.
     modules = {"": root}
-
-    def module_at(path):
-        module = modules.get(path)
-        if module is None:
-            above, _, name = path.rpartition(".")
-            module = module_at(above)._modules[name] = modules[path] = _fresh_module()
-        return module
-
     for path, value in values.items():
-        parent, _, leaf = path.rpartition(".")
-        module = module_at(parent)
+        *parents, leaf = path.split(".")
+        module, prefix = root, ""
+        for name in parents:
+            prefix = f"{prefix}.{name}" if prefix else name
+            child = modules.get(prefix)
+            if child is None:
+                child = module._modules[name] = modules[prefix] = _fresh_module()
+            module = child
         (module._parameters if isinstance(value, torch.nn.Parameter) else module._buffers)[leaf] = value
 
 
