@@ -880,8 +880,10 @@ PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
   // module version; skipped_subtrees: how often one was skipped (both 0 where
   // the interpreter's dict versions cannot be relied on: module_versions).
   // torch_tensor_checks / global_snapshot_hits: guards answered by torch's
-  // own TensorGuards and GlobalStateGuard checks (lib/guards/evaluator.h).
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:O,s:d}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
+  // own TensorGuards and GlobalStateGuard checks; quiet_aliases: objects
+  // aliasing checks took from a stamp without comparing it again
+  // (lib/guards/evaluator.h).
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:K,s:O,s:d}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
                        static_cast<Py_ssize_t>(direct_hits), "misses", static_cast<Py_ssize_t>(misses),
                        "entries", static_cast<Py_ssize_t>(entries), "owners",
                        static_cast<Py_ssize_t>(watched_owners), "stamped_subtrees", static_cast<Py_ssize_t>(stamped),
@@ -890,6 +892,7 @@ PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
                        static_cast<unsigned long long>(guards::GuardEvaluator::torch_tensor_checks()),
                        "global_snapshot_hits",
                        static_cast<unsigned long long>(guards::GuardEvaluator::global_snapshot_hits()),
+                       "quiet_aliases", static_cast<unsigned long long>(guards::GuardEvaluator::quiet_aliases()),
                        "module_versions", guards::VersionTagsReliable() ? Py_True : Py_False,
                        "guard_compile_seconds", guard_compile_seconds);
 }

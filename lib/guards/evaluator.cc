@@ -618,8 +618,10 @@ struct GuardEvaluator::Program {
   bool Holds(const CompiledCheck& c, PyObject* v, std::string* why) const;
   bool GlobalHolds(const GlobalCheck& g, std::string* why) const;
   // `matched`: per memo, whether Run found its stamp unchanged (null: none).
+  // With `quiet_since`: the memos of `matched` held at that dict epoch
+  // (versions.h), and still hold while no dict has changed since.
   bool AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why,
-                  const std::vector<char>* matched = nullptr) const;
+                  const std::vector<char>* matched = nullptr, uint64_t* quiet_since = nullptr) const;
   // Sets (*matched)[m] for each memo whose stamp held.
   bool Run(const FrameView& f, std::vector<char>* matched) const;
   // The value of `node` in `f`, or null with the Python exception set.
@@ -1194,6 +1196,7 @@ bool Program::GlobalHolds(const GlobalCheck& g, std::string* why) const {
 
 namespace {
 uint64_t skipped_count = 0;  // process-wide, under the GIL
+uint64_t quiet_alias_count = 0;  // recorded objects used without comparing stamps again
 
 bool StampMatches(const Memo& m) {
   if (!m.valid) return false;
@@ -1205,19 +1208,22 @@ bool StampMatches(const Memo& m) {
 }  // namespace
 
 bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why,
-                         const std::vector<char>* matched) const {
+                         const std::vector<char>* matched, uint64_t* quiet_since) const {
   absl::InlinedVector<Object, 8> values;
   absl::InlinedVector<int, 4> still;  // memos found unchanged again here
+  // No dict anywhere has changed since the memos matched: every one of them
+  // still holds, without comparing its stamp again.
+  bool quiet = quiet_since != nullptr;
   for (int node : a.nodes) {
     // Inside a subtree whose stamp held on this call: the object recorded,
-    // once the stamp is seen to hold still (Python code run by other guards
+    // once the stamp is known to hold still (Python code run by other guards
     // since may have changed it; the recorded objects are only alive while
     // it holds).
     Object recorded;
     int memo = nodes[static_cast<size_t>(node)].stamped_by;
     if (matched != nullptr && memo >= 0 && (*matched)[static_cast<size_t>(memo)]) {
       const Memo& m = memos[static_cast<size_t>(memo)];
-      bool holds = std::find(still.begin(), still.end(), memo) != still.end();
+      bool holds = quiet || std::find(still.begin(), still.end(), memo) != still.end();
       if (!holds && StampMatches(m)) {
         still.push_back(memo);
         holds = true;
@@ -1225,8 +1231,15 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
       for (const auto& [at, v] : m.aliased) {
         if (holds && at == node) recorded = Object::Borrow(v);
       }
+      if (quiet && recorded) ++quiet_alias_count;
     }
-    values.push_back(recorded ? recorded : Resolve(node, f));
+    if (!recorded) {
+      values.push_back(Resolve(node, f));
+      // Reading it may have run Python code (a __getattr__).
+      if (quiet) quiet = DictsUnchangedSince(*quiet_since, quiet_since);
+    } else {
+      values.push_back(recorded);
+    }
     if (!values.back()) {
       if (why != nullptr) {
         *why = absl::StrCat(guards[guard].sources(static_cast<int>(values.size() - 1)), " cannot be read (",
@@ -2196,12 +2209,18 @@ bool GuardEvaluator::Check(const FrameView& frame) const {
   BindingsScope scope(&bindings);
   if (!p.GlobalsHold()) return false;
   std::vector<char> matched(p.memos.size(), 0);
+  // Aliasing checks that read objects a stamp recorded need that stamp to
+  // hold still after Run: known at the cost of two dict writes when no dict
+  // changed during Run, rather than comparing the stamps again.
+  const bool watch = !p.aliases.empty() && !p.memos.empty();
+  uint64_t epoch = watch ? ReadDictEpoch() : 0;
   if (!p.Run(frame, &matched)) {
     python::ClearError();
     return false;
   }
+  const bool quiet = watch && DictsUnchangedSince(epoch, &epoch);
   for (size_t i = 0; i < p.aliases.size(); ++i) {
-    if (!p.AliasHolds(0, p.aliases[i], frame, nullptr, &matched)) return false;
+    if (!p.AliasHolds(0, p.aliases[i], frame, nullptr, &matched, quiet ? &epoch : nullptr)) return false;
   }
   for (const ShapeCheck& c : p.shapes) {
     if (!p.ShapeHolds(c, nullptr)) return false;
@@ -2236,6 +2255,7 @@ size_t GuardEvaluator::watched_count() const { return program_->watches.size(); 
 size_t GuardEvaluator::accessor_count() const { return program_->nodes.size(); }
 size_t GuardEvaluator::stamped_count() const { return program_->memos.size(); }
 uint64_t GuardEvaluator::skipped_subtrees() { return skipped_count; }
+uint64_t GuardEvaluator::quiet_aliases() { return quiet_alias_count; }
 uint64_t GuardEvaluator::torch_tensor_checks() { return torch_tensor_count; }
 uint64_t GuardEvaluator::global_snapshot_hits() { return snapshot_hit_count; }
 

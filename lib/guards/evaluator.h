@@ -155,6 +155,10 @@ class GuardEvaluator {
   size_t stamped_count() const;
   // How many times any evaluator skipped such a subtree (process-wide).
   static uint64_t skipped_subtrees();
+  // How many objects an aliasing check took as a stamp recorded them without
+  // comparing the stamp again, no dict having changed since it matched
+  // (process-wide).
+  static uint64_t quiet_aliases();
   // How many tensor checks torch's own TensorGuards answered, and how many
   // times one GlobalStateGuard check stood for the global-state guards it
   // covers (process-wide): the fast paths of Check(), which fall back to

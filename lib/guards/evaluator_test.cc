@@ -5,6 +5,7 @@
 // words (checked against that checker on the same calls), and Check() runs
 // no Python code on the nn.Module paths.
 #include "lib/guards/evaluator.h"
+#include "lib/guards/versions.h"
 
 #include <Python.h>
 #include <frameobject.h>
@@ -81,6 +82,19 @@ class Net(nn.Module):
         return self.table["out"](self.heads[0](h) + self.heads[-1](h))
 
 net = Net().eval()
+
+# A guard that reads h.scale runs this __getattr__: armed, it makes the
+# module's buffer the very tensor passed as x, in the middle of a check.
+class Sneaky:
+    armed = None
+    def __getattr__(self, name):
+        if Sneaky.armed is not None:
+            Sneaky.armed, module = None, Sneaky.armed
+            module.bn.running_mean = Sneaky.x
+        return 2.0
+
+def net_and_sneaky(self, x, h):
+    return self(x) * h.scale
 )PY";
 
 Object Cases() {
@@ -481,6 +495,45 @@ TEST_CASE("an nn.Module: flags, submodules, containers, missing attributes", "[g
   // Another module in the frame.
   CHECK(Verdict(ev, Frame("Net.forward", "dict(self=Net().eval(), x=torch.randn(2, 4))")) ==
         "L['self']: expected instance of guards_cases.Net, got another object named instance of guards_cases.Net");
+}
+
+TEST_CASE("aliasing checks trust a stamp's recorded objects only while no dict has changed", "[guards]") {
+  if (!VersionTagsReliable()) return;  // no stamps here (3.13)
+  Exec("anet = Net().eval()\nSneaky.x = torch.randn(2, 4)");
+  std::vector<ir::Guard> guards = TraceGuards("Net.forward", {T({2, 4})}, "anet");
+  ir::Guard alias = Hand(ir::Guard::OBJECT_ALIASING, "");
+  for (const char* s : {"L['x']", "L['self'].bn.running_mean"}) alias.add_sources(s);
+  alias.add_groups(0);
+  alias.add_groups(1);
+  guards.push_back(alias);
+  const std::string locals = "dict(self=anet, x=Sneaky.x, h=Sneaky())";
+  {
+    // Held, then held with the stamps matched: the recorded buffer is
+    // taken as it is, no dict having changed since they matched.
+    GuardEvaluator ev = CompileOk(guards, Frame("net_and_sneaky", locals));
+    REQUIRE(ev.stamped_count() > 0);
+    CHECK(Verdict(ev, Frame("net_and_sneaky", locals)) == "");
+    uint64_t quiet = GuardEvaluator::quiet_aliases();
+    OwnedFrame frame = Frame("net_and_sneaky", locals);
+    CHECK(ev.Check(frame.view()));
+    CHECK(GuardEvaluator::quiet_aliases() > quiet);
+  }
+  // A guard after them runs h's __getattr__, which, armed, makes the buffer
+  // x itself once the stamps have matched: the aliasing check must see the
+  // new buffer (the recorded one is gone), and fail.
+  ir::Guard scale = Hand(ir::Guard::EQUALS_MATCH, "L['h'].scale");
+  scale.mutable_value()->set_float_value(2.0);
+  guards.insert(guards.end() - 1, scale);
+  GuardEvaluator ev = CompileOk(guards, Frame("net_and_sneaky", locals));
+  OwnedFrame frame = Frame("net_and_sneaky", locals);
+  CHECK(Verdict(ev, frame) == "");
+  CHECK(ev.Check(frame.view()));
+  Exec("Sneaky.armed = anet");
+  CHECK_FALSE(ev.Check(frame.view()));
+  CHECK(*python::AsLong(Eval("int(anet.bn.running_mean is Sneaky.x)")) == 1);
+  CHECK(Verdict(ev, frame) != "");
+  Exec("anet.bn.running_mean = torch.zeros(3)");
+  CHECK(Verdict(ev, frame) == "");
 }
 
 TEST_CASE("hand-written sources: dict keys, sys.modules, devices, bad input", "[guards]") {

@@ -67,6 +67,53 @@ bool Probe() {
 
 }  // namespace
 
+namespace {
+
+// The private dict a reading writes (its value flips, so that every write
+// is a change), and how far one write moves the counter.
+struct EpochProbe {
+  PyObject* dict = nullptr;  // leaked: readings last as long as the process
+  PyObject* key = nullptr;
+  bool flip = false;
+  uint64_t step = 0;
+
+  uint64_t Read() {
+    flip = !flip;
+    if (PyDict_SetItem(dict, key, flip ? Py_True : Py_False) != 0) {
+      python::ClearError();
+      return 0;
+    }
+    return DictTag(dict);
+  }
+};
+
+EpochProbe* Epoch() {
+  static EpochProbe* probe = [] {
+    auto* p = new EpochProbe;
+    p->dict = PyDict_New();
+    p->key = PyUnicode_InternFromString("epoch");
+    if (p->dict == nullptr || p->key == nullptr) {
+      python::ClearError();
+      return p;  // no dict: every reading is 0, never "unchanged"
+    }
+    uint64_t a = p->Read();
+    uint64_t b = p->Read();
+    p->step = b > a ? b - a : 0;
+    return p;
+  }();
+  return probe;
+}
+
+}  // namespace
+
+uint64_t ReadDictEpoch() { return Epoch()->Read(); }
+
+bool DictsUnchangedSince(uint64_t then, uint64_t* now) {
+  EpochProbe* p = Epoch();
+  *now = p->Read();
+  return p->step != 0 && then != 0 && *now == then + p->step;
+}
+
 bool VersionTagsReliable() {
   static const bool reliable = [] {
     bool ok = Probe();

@@ -69,6 +69,16 @@ inline bool HasValidTypeTag(PyTypeObject* t) {
 // on a fresh class. Needs the GIL.
 bool VersionTagsReliable();
 
+// The interpreter's dict-change counter. CPython 3.11 and 3.12 take every
+// dict's new version tag, on every change to any dict, from one counter, so
+// a reading of it is a moment: DictsUnchangedSince(then, &now) is true when
+// no dict anywhere has changed since `then` was read (a stamp whose parts
+// matched at `then` still matches). A reading writes a private dict, which
+// is a step of the counter of its own, known and allowed for. Only where
+// VersionTagsReliable(); needs the GIL. No Python code runs.
+uint64_t ReadDictEpoch();
+bool DictsUnchangedSince(uint64_t then, uint64_t* now);
+
 // Records what `needs` names of `object`; false when the object cannot be
 // stamped (no instance dict, a class without a valid version tag, an
 // _parameters that is not a plain dict, ...). No Python code runs.
