@@ -1212,8 +1212,9 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
   absl::InlinedVector<Object, 8> values;
   absl::InlinedVector<int, 4> still;  // memos found unchanged again here
   // No dict anywhere has changed since the memos matched: every one of them
-  // still holds, without comparing its stamp again.
-  bool quiet = quiet_since != nullptr;
+  // still holds, without comparing its stamp again. (0: a dict has changed,
+  // seen by an earlier aliasing check of this call.)
+  bool quiet = quiet_since != nullptr && *quiet_since != 0;
   for (int node : a.nodes) {
     // Inside a subtree whose stamp held on this call: the object recorded,
     // once the stamp is known to hold still (Python code run by other guards
@@ -1236,7 +1237,10 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
     if (!recorded) {
       values.push_back(Resolve(node, f));
       // Reading it may have run Python code (a __getattr__).
-      if (quiet) quiet = DictsUnchangedSince(*quiet_since, quiet_since);
+      if (quiet && !DictsUnchangedSince(*quiet_since, quiet_since)) {
+        quiet = false;
+        *quiet_since = 0;  // for the aliasing checks after this one too
+      }
     } else {
       values.push_back(recorded);
     }
