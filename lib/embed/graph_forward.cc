@@ -59,8 +59,6 @@ struct GraphForward {
   vectorcallfunc vectorcall;
 };
 
-enum { kCall = 0, kMethod = 1, kAttributes = 2 };
-
 // ---------------------------------------------------------------------------
 // Building the program
 
@@ -150,11 +148,11 @@ bool CompileStep(PyObject* spec, PyTypeObject* local_type, int slots, Step* step
   }
   step->slot = slot;
   step->target = Object::Borrow(target);
-  if (step->kind == kMethod && (!PyUnicode_Check(target) || PyTuple_GET_SIZE(args) < 1)) {
+  if (step->kind == kStepMethod && (!PyUnicode_Check(target) || PyTuple_GET_SIZE(args) < 1)) {
     PyErr_SetString(PyExc_TypeError, "GraphForward: a method step needs its name and its object");
     return false;
   }
-  if (step->kind == kAttributes) {
+  if (step->kind == kStepAttributes) {
     if (!PyTuple_Check(target) || PyTuple_GET_SIZE(args) != 0 || PyDict_Size(kwargs) != 0) {
       PyErr_SetString(PyExc_TypeError, "GraphForward: an attribute step needs a tuple of names");
       return false;
@@ -165,7 +163,7 @@ bool CompileStep(PyObject* spec, PyTypeObject* local_type, int slots, Step* step
         return false;
       }
     }
-  } else if (step->kind != kCall && step->kind != kMethod) {
+  } else if (step->kind != kStepCall && step->kind != kStepMethod) {
     PyErr_Format(PyExc_ValueError, "GraphForward: unknown step kind %d", step->kind);
     return false;
   }
@@ -354,7 +352,7 @@ bool BindInputs(const Program& p, PyObject* const* args, Py_ssize_t n, PyObject*
 }
 
 PyObject* RunStep(const Step& step, PyObject* self, PyObject* const* slots) {
-  if (step.kind == kAttributes) {
+  if (step.kind == kStepAttributes) {
     Object value = Object::Borrow(self);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(step.target.get()); ++i) {
       value = Object::Steal(PyObject_GetAttr(value.get(), PyTuple_GET_ITEM(step.target.get(), i)));
@@ -372,7 +370,7 @@ PyObject* RunStep(const Step& step, PyObject* self, PyObject* const* slots) {
   }
   if (built == step.args.size()) {
     const size_t nargsf = static_cast<size_t>(step.positional) | PY_VECTORCALL_ARGUMENTS_OFFSET;
-    result = step.kind == kCall ? PyObject_Vectorcall(step.target.get(), argv.data() + 1, nargsf, step.kwnames.get())
+    result = step.kind == kStepCall ? PyObject_Vectorcall(step.target.get(), argv.data() + 1, nargsf, step.kwnames.get())
                                 : PyObject_VectorcallMethod(step.target.get(), argv.data() + 1, nargsf,
                                                             step.kwnames.get());
   }

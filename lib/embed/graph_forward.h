@@ -38,6 +38,9 @@
 
 namespace dynamo::embed {
 
+// A step's kind, as `steps` gives it.
+enum GraphForwardStep { kStepCall = 0, kStepMethod = 1, kStepAttributes = 2 };
+
 // Adds GraphForward to the module dynamo._C.
 absl::Status AddGraphForwardType(PyObject* module);
 

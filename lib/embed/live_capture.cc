@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_split.h"
+#include "lib/embed/graph_forward.h"
 #include "lib/python/error.h"
 #include "lib/python/object.h"
 
@@ -27,15 +28,8 @@ PyTypeObject* live_capture_type = nullptr;  // set once by AddLiveCaptureType; l
 
 const ir::Capture& CaptureIn(PyObject* self) { return *reinterpret_cast<LiveCaptureObject*>(self)->capture; }
 
-Object Str(const std::string& s) {
-  return Object::Steal(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
-}
-
 // How deep arguments may nest; the loader's bound (trust.MAX_ARGUMENT_DEPTH).
 constexpr int kMaxArgumentDepth = 64;
-
-// GraphForward's step kinds (lib/embed/graph_forward.h).
-enum { kCall = 0, kMethod = 1, kAttributes = 2 };
 
 // Builds forward_table's tuple from one graph's nodes. Each method returns
 // null with a Python exception set on failure: ValueError for a graph that
@@ -52,11 +46,10 @@ class TableBuilder {
     for (const ir::Node& node : graph.nodes()) n_params += node.kind() == ir::Node::PLACEHOLDER ? 1 : 0;
     std::vector<Object> params, steps, names, targets;
     Object output;
-    int seen = 0;  // nodes before this one
     for (const ir::Node& node : graph.nodes()) {
       if (output) return Fail(node, "comes after the output node");
       if (env_.contains(node.name())) return Fail(node, "a second node of that name");
-      Object name = Str(node.name());
+      Object name = python::FromString(node.name());
       if (!name) return {};
       if (PyUnicode_IsIdentifier(name.get()) != 1) return Fail(node, "is not a plain identifier");
       // Placeholders hold the first slots, wherever they stand.
@@ -68,7 +61,7 @@ class TableBuilder {
           // The forward's parameter names: "self" is the module's, and
           // names like our renames get one of ours ("_v<i>").
           if (node.name() == "self" || node.name().rfind("_v", 0) == 0) {
-            name = Str("_v" + std::to_string(seen));
+            name = python::FromString("_v" + std::to_string(params.size() + steps.size()));  // nodes before it
             if (!name) return {};
           }
           params.push_back(name);
@@ -84,18 +77,18 @@ class TableBuilder {
           if (!attributes_.contains(node.target())) return Fail(node, "reads no attribute of the capture");
           std::vector<Object> parts;
           for (absl::string_view part : absl::StrSplit(node.target(), '.')) {
-            parts.push_back(Str(std::string(part)));
+            parts.push_back(python::FromString(std::string(part)));
             if (!parts.back()) return {};
           }
-          step = python::MakeTuple({python::FromLong(kAttributes), python::MakeTuple(parts), python::MakeTuple({}),
+          step = python::MakeTuple({python::FromLong(kStepAttributes), python::MakeTuple(parts), python::MakeTuple({}),
                                     Object::Steal(PyDict_New()), python::FromLong(slot)});
           read_.insert(node.target());
           break;
         }
         case ir::Node::CALL_FUNCTION:
         case ir::Node::CALL_METHOD: {
-          const int kind = node.kind() == ir::Node::CALL_FUNCTION ? kCall : kMethod;
-          if (kind == kMethod && node.args().empty()) return Fail(node, "a method call without its object");
+          const int kind = node.kind() == ir::Node::CALL_FUNCTION ? kStepCall : kStepMethod;
+          if (kind == kStepMethod && node.args().empty()) return Fail(node, "a method call without its object");
           Object target = Object::Steal(PyObject_CallFunction(resolve_, "isOO", kind, node.target().c_str(),
                                                               node.inferred_on_meta() ? Py_True : Py_False,
                                                               name.get()));
@@ -112,7 +105,7 @@ class TableBuilder {
         if (!step) return {};
         steps.push_back(step);
         names.push_back(name);
-        targets.push_back(Str(node.target()));
+        targets.push_back(python::FromString(node.target()));
         if (!targets.back()) return {};
       }
       if (node.kind() != ir::Node::OUTPUT) {
@@ -120,7 +113,6 @@ class TableBuilder {
         if (!local) return {};
         env_.emplace(node.name(), std::move(local));
       }
-      ++seen;
     }
     if (!output) {
       PyErr_SetString(PyExc_ValueError, "the graph has no output node");
@@ -131,7 +123,7 @@ class TableBuilder {
     std::vector<Object> read;
     for (const ir::GraphAttribute& a : capture_.attributes()) {
       if (read_.erase(a.target()) == 0) continue;
-      read.push_back(Str(a.target()));
+      read.push_back(python::FromString(a.target()));
       if (!read.back()) return {};
     }
     return python::MakeTuple({python::MakeTuple(params), python::MakeTuple(steps), output, python::MakeTuple(names),
@@ -191,7 +183,7 @@ class TableBuilder {
       case ir::Argument::kBoolValue:
         return python::FromBool(a.bool_value());
       case ir::Argument::kStringValue:
-        return Str(a.string_value());
+        return python::FromString(a.string_value());
       case ir::Argument::kNone:
       case ir::Argument::VALUE_NOT_SET:
         return python::None();
@@ -229,9 +221,9 @@ class TableBuilder {
       case ir::Argument::kMemoryFormat:
         return Hook("memory_format", python::FromLong(a.memory_format()));
       case ir::Argument::kLayout:
-        return Hook("layout", Str(a.layout()));
+        return Hook("layout", python::FromString(a.layout()));
       case ir::Argument::kDevice:
-        return Hook("device", python::MakeTuple({Str(a.device().type()), python::FromLong(a.device().index())}));
+        return Hook("device", python::MakeTuple({python::FromString(a.device().type()), python::FromLong(a.device().index())}));
     }
     return Fail(node, "an argument of a kind libdynamo does not write");
   }
@@ -267,14 +259,14 @@ PyObject* Serialize(PyObject* self, PyObject* /*unused*/) {
   return Py_NewRef(o->bytes);
 }
 
-PyObject* FunctionName(PyObject* self, void* /*closure*/) { return Str(CaptureIn(self).function_name()).release(); }
+PyObject* FunctionName(PyObject* self, void* /*closure*/) { return python::FromString(CaptureIn(self).function_name()).release(); }
 
 // The names of the inputs that are tensors: the graph's placeholders, in order.
 PyObject* TensorInputs(PyObject* self, void* /*closure*/) {
   std::vector<Object> names;
   for (const ir::InputSpec& spec : CaptureIn(self).inputs()) {
     if (spec.value_case() != ir::InputSpec::kTensor) continue;
-    names.push_back(Str(spec.name()));
+    names.push_back(python::FromString(spec.name()));
     if (!names.back()) return nullptr;
   }
   return python::MakeTuple(names).release();

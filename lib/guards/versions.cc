@@ -65,10 +65,6 @@ bool Probe() {
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // The private dict a reading writes (its value flips, so that every write
 // is a change), and how far one write moves the counter.
 struct EpochProbe {
