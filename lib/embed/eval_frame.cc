@@ -445,8 +445,9 @@ bool RebuildCall(_PyInterpreterFrame* frame, Call& call) {
   return true;
 }
 
-// The graph called straight from the frame's arguments: no bytecode runs.
-PyObject* RunDirect(const Entry& entry, _PyInterpreterFrame* frame) {
+// The graph called straight from the arguments (a frame's localsplus, or
+// the call's own, see CallCached): no bytecode runs.
+PyObject* RunDirect(const Entry& entry, PyObject* const* locals) {
   PyObject* small[8];
   std::vector<PyObject*> big;
   PyObject** argv = small;
@@ -454,7 +455,7 @@ PyObject* RunDirect(const Entry& entry, _PyInterpreterFrame* frame) {
     big.resize(entry.slots.size());
     argv = big.data();
   }
-  for (size_t i = 0; i < entry.slots.size(); ++i) argv[i] = frame::Locals(frame)[entry.slots[i]];
+  for (size_t i = 0; i < entry.slots.size(); ++i) argv[i] = locals[entry.slots[i]];
   Object out;
   if (entry.callback_off) {
     // As set_eval_frame(None) around the call (runtime._without_capture).
@@ -505,7 +506,7 @@ PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_fla
                    bool& ran) {
   if (entry.graph) {
     ++direct_hits;
-    return RunDirect(entry, frame);
+    return RunDirect(entry, frame::Locals(frame));
   }
   if (!entry.code) return RunBelow(ts, frame, throw_flag, ran);
   Call call;
@@ -522,68 +523,91 @@ PyObject* RunEntry(const Entry& entry, _PyInterpreterFrame* frame, int throw_fla
   return PyObject_Vectorcall(fn.get(), call.values.data(), call.positional, call.kwnames.get());
 }
 
+// Guards may run a class's Python __getattr__ or __getitem__: those frames
+// run as plain Python, never captured from inside a guard (which would
+// compile guards that run them again, without end).
+struct EvaluatorOff {
+  PyObject* saved = callback;
+  EvaluatorOff() { callback = nullptr; }
+  ~EvaluatorOff() { callback = saved; }
+};
+
+// A frame's localsplus as its guards read them at entry, where the frame's
+// own slots will not do: the first `given` slots copied, the rest unbound,
+// and the free variables (still NULL at entry: COPY_FREE_VARS has not run)
+// taken from the function's closure, as the frame will.
+class EntryLocals {
+ public:
+  PyObject** From(PyCodeObject* co, PyObject* const* given, int n_given, PyObject* closure) {
+    const int n = co->co_nlocalsplus;
+    PyObject** l = n <= kSmall ? small_ : (big_.assign(static_cast<size_t>(n), nullptr), big_.data());
+    std::fill(l, l + n, nullptr);
+    std::copy(given, given + std::min(n_given, n), l);
+    if (co->co_nfreevars > 0 && closure != nullptr) {
+      for (int i = 0; i < co->co_nfreevars && i < PyTuple_GET_SIZE(closure); ++i) {
+        l[n - co->co_nfreevars + i] = PyTuple_GET_ITEM(closure, i);
+      }
+    }
+    return l;
+  }
+
+ private:
+  static constexpr int kSmall = 64;
+  PyObject* small_[kSmall];
+  std::vector<PyObject*> big_;
+};
+
+// The first entry of callback `cb` whose guards hold on `view`, or null
+// (with an exception set where Ctrl-C came inside a guard's Python: an
+// __getattr__, an __eq__). `mine` counts cb's entries, `last` is the last of
+// them. Entries are held while in use, by index: checking guards may run
+// Python, which may add entries or reset them.
+std::shared_ptr<const Entry> Lookup(CodeState* state, PyObject* cb, const guards::FrameView& view, size_t* mine,
+                                    std::shared_ptr<const Entry>* last) {
+  for (size_t i = 0; i < state->entries.size(); ++i) {
+    std::shared_ptr<const Entry> e = state->entries[i];
+    if (e->owner != cb) continue;
+    ++*mine;
+    *last = e;
+    bool holds;
+    {
+      EvaluatorOff off;
+      holds = e->guards.Check(view);
+    }
+    // Ctrl-C stops the call here rather than reading as a failed guard
+    // (python::ClearError).
+    if (python::RaisePendingInterrupt()) return nullptr;
+    if (holds) {
+      ++hits;
+      e->hit = true;
+      return e;
+    }
+  }
+  return nullptr;
+}
+
 // Answers for one frame: runs it below (`ran`), or a cached or new capture
 // in its place.
 PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, PyObject* cb, bool& ran) {
   CodeState* state = StateOf(frame::Code(frame));
   if (state == nullptr || state->skip) return RunBelow(ts, frame, throw_flag, ran);
 
-  // Free variables are still NULL at entry (COPY_FREE_VARS has not run):
-  // the guards read them from the function's closure, as the frame will.
   PyCodeObject* co = frame::Code(frame);
   PyObject** locals = frame::Locals(frame);
-  PyObject* local_copy[64];
-  std::vector<PyObject*> big_copy;
+  EntryLocals copy;
   if (co->co_nfreevars > 0 && frame::Function(frame)->func_closure != nullptr) {
-    PyObject* closure = frame::Function(frame)->func_closure;
-    const int n = co->co_nlocalsplus;
-    if (n <= 64) {
-      std::copy(locals, locals + n, local_copy);
-      locals = local_copy;
-    } else {
-      big_copy.assign(locals, locals + n);
-      locals = big_copy.data();
-    }
-    for (int i = 0; i < co->co_nfreevars && i < PyTuple_GET_SIZE(closure); ++i) {
-      locals[n - co->co_nfreevars + i] = PyTuple_GET_ITEM(closure, i);
-    }
+    locals = copy.From(co, locals, co->co_nlocalsplus, frame::Function(frame)->func_closure);
   }
   guards::FrameView view;
   view.locals = locals;
   view.names = &state->names;
   view.cells = &state->cells;
   view.globals = frame::Globals(frame);
-  // Guards may run a class's Python __getattr__ or __getitem__: those frames
-  // run as plain Python, never captured from inside a guard (which would
-  // compile guards that run them again, without end).
-  struct EvaluatorOff {
-    PyObject* saved = callback;
-    EvaluatorOff() { callback = nullptr; }
-    ~EvaluatorOff() { callback = saved; }
-  };
   size_t mine = 0;
   std::shared_ptr<const Entry> last;
-  // By index, each entry held while in use: checking guards may run Python
-  // (an __eq__), which may add entries or reset them.
-  for (size_t i = 0; i < state->entries.size(); ++i) {
-    std::shared_ptr<const Entry> e = state->entries[i];
-    if (e->owner != cb) continue;
-    ++mine;
-    last = e;
-    bool holds;
-    {
-      EvaluatorOff off;
-      holds = e->guards.Check(view);
-    }
-    // Ctrl-C inside a guard's Python (__getattr__, __eq__) stops the call
-    // here rather than reading as a failed guard (python::ClearError).
-    if (python::RaisePendingInterrupt()) return nullptr;
-    if (holds) {
-      ++hits;
-      e->hit = true;
-      return RunEntry(*e, frame, throw_flag, ts, ran);
-    }
-  }
+  std::shared_ptr<const Entry> found = Lookup(state, cb, view, &mine, &last);
+  if (PyErr_Occurred()) return nullptr;
+  if (found != nullptr) return RunEntry(*found, frame, throw_flag, ts, ran);
   ++misses;
   CodeState::Dropped dropped;
   if (!state->dropped.empty()) {
@@ -777,6 +801,95 @@ PyObject* SetEvalFrame(PyObject* /*module*/, PyObject* args) {
   return previous;  // the caller's reference to the old callback
 }
 
+namespace {
+
+// A call of an optimized function answered from its code's cache without
+// making the frame: the guards read the call's arguments where the frame's
+// localsplus would have them, and the entry that holds runs on them. Only
+// for calls whose arguments bind one to one (positional, the defaults
+// filled in; no keywords, no *args or **kwargs), made outside any region
+// (this thread has no callback and no other evaluator is installed), to a
+// code the evaluator has entries for; anything else, and a miss, leaves
+// `entry` empty and the call goes through its frame as before.
+struct CachedCall {
+  std::shared_ptr<const Entry> entry;
+  PyFunctionObject* function = nullptr;  // borrowed from the call
+  PyObject* bound[16];                   // the positional parameters, borrowed
+  int argc = 0;
+  EntryLocals locals;
+  PyObject** localsplus = nullptr;
+};
+
+// False with an exception set only for Ctrl-C inside a guard.
+bool FindCached(PyObject* cb, PyObject* target, PyObject* const* args, size_t nargs, PyObject* kwnames,
+                CachedCall* call) {
+  if (callback != nullptr || kwnames != nullptr || ForeignEvaluator()) return true;
+  PyObject* fn = target;
+  PyObject* self = nullptr;
+  if (PyMethod_Check(target)) {
+    self = PyMethod_Self(target);
+    fn = PyMethod_Function(target);
+  }
+  if (!PyFunction_Check(fn)) return true;
+  auto* func = reinterpret_cast<PyFunctionObject*>(fn);
+  auto* co = reinterpret_cast<PyCodeObject*>(func->func_code);
+  const int argc = co->co_argcount;
+  const size_t given = nargs + (self != nullptr ? 1 : 0);
+  if ((co->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) || co->co_kwonlyargcount != 0 || argc > 16 ||
+      given > static_cast<size_t>(argc)) {
+    return true;
+  }
+  void* extra = nullptr;
+  if (frame::GetCodeExtra(func->func_code, extra_index, &extra) != 0) {
+    python::ClearError();
+    return true;
+  }
+  auto* state = static_cast<CodeState*>(extra);
+  if (state == nullptr || state->skip || state->entries.empty()) return true;
+  PyObject* defaults = func->func_defaults;
+  const int n_defaults = defaults != nullptr ? static_cast<int>(PyTuple_GET_SIZE(defaults)) : 0;
+  if (static_cast<int>(given) < argc - n_defaults) return true;  // a missing argument: CPython says which
+  int k = 0;
+  if (self != nullptr) call->bound[k++] = self;
+  for (size_t i = 0; i < nargs; ++i) call->bound[k++] = args[i];
+  for (; k < argc; ++k) call->bound[k] = PyTuple_GET_ITEM(defaults, k - (argc - n_defaults));
+  call->function = func;
+  call->argc = argc;
+  call->localsplus = call->locals.From(co, call->bound, argc, func->func_closure);
+  guards::FrameView view;
+  view.locals = call->localsplus;
+  view.names = &state->names;
+  view.cells = &state->cells;
+  view.globals = func->func_globals;
+  size_t mine = 0;
+  std::shared_ptr<const Entry> last;
+  call->entry = Lookup(state, cb, view, &mine, &last);
+  return !PyErr_Occurred();
+}
+
+// Runs the entry FindCached found, with the callback set: the graph on the
+// arguments, or the rewritten code called with them (what RunEntry does
+// for a frame).
+PyObject* RunCached(const CachedCall& call, PyObject* target, PyObject* const* args, size_t nargsf) {
+  const Entry& entry = *call.entry;
+  if (entry.graph) {
+    ++direct_hits;
+    return RunDirect(entry, call.localsplus);
+  }
+  if (!entry.code) return PyObject_Vectorcall(target, args, nargsf, nullptr);  // runs as it is (its frame says so)
+  Object fn = entry.function;
+  if (!fn) {
+    fn = Object::Steal(PyFunction_New(entry.code.get(), call.function->func_globals));
+    if (!fn) return nullptr;
+    if (call.function->func_closure != nullptr && PyFunction_SetClosure(fn.get(), call.function->func_closure) != 0) {
+      return nullptr;
+    }
+  }
+  return PyObject_Vectorcall(fn.get(), call.bound, static_cast<size_t>(call.argc), nullptr);
+}
+
+}  // namespace
+
 PyObject* CallWithEvalFrame(PyObject* cb, PyObject* limit_object, PyObject* fn, PyObject* const* args,
                             size_t nargsf, PyObject* kwnames) {
   if (extra_index < 0) {
@@ -785,13 +898,27 @@ PyObject* CallWithEvalFrame(PyObject* cb, PyObject* limit_object, PyObject* fn, 
       return nullptr;
     }
   }
+  CachedCall cached;
+  if (cb != Py_None && !FindCached(cb, fn, args, PyVectorcall_NARGS(nargsf), kwnames, &cached)) return nullptr;
+  if (cached.entry != nullptr && cached.entry->graph && cached.entry->callback_off) {
+    // The graph runs with the callback off: no region to open at all.
+    ++direct_hits;
+    return RunDirect(*cached.entry, cached.localsplus);
+  }
+  Object limit_read;
+  if (!PyLong_Check(limit_object)) {
+    limit_read = Object::Steal(PyObject_GetAttrString(limit_object, "cache_size_limit"));
+    if (!limit_read) return nullptr;
+    limit_object = limit_read.get();
+  }
   const Py_ssize_t limit = PyLong_AsSsize_t(limit_object);
   if (limit == -1 && PyErr_Occurred()) return nullptr;
   const size_t previous_limit = cache_limit;
   PyObject* previous = nullptr;
   if (!SwapCallback(cb == Py_None ? nullptr : Py_NewRef(cb), &previous)) return nullptr;
   if (limit >= 0) cache_limit = static_cast<size_t>(limit);
-  PyObject* result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+  PyObject* result = cached.entry != nullptr ? RunCached(cached, fn, args, nargsf)
+                                             : PyObject_Vectorcall(fn, args, nargsf, kwnames);
   PyObject* ours = nullptr;
   const bool restored = SwapCallback(previous, &ours);
   Py_XDECREF(ours);

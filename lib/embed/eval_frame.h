@@ -44,7 +44,10 @@ PyObject* SetEvalFrame(PyObject* module, PyObject* args);
 // optimize() wrapper's whole per-call cost, without a Python frame).
 PyObject* RunWithEvalFrame(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 // The same for C callers (lib/embed/callers.h): fn(args..., kwnames) with
-// `callback` set; `limit` a Python int (-1 keeps the current limit).
+// `callback` set; `limit` a Python int (-1 keeps the current limit) or an
+// object whose cache_size_limit is read when the call needs it (dynamo.
+// config). A call whose guards hold on its arguments is answered from the
+// cache without making fn's frame where it can be (see CachedCall).
 PyObject* CallWithEvalFrame(PyObject* callback, PyObject* limit, PyObject* fn, PyObject* const* args,
                             size_t nargsf, PyObject* kwnames);
 // dynamo._C.mark_skip(code): frames of this code always run as they are.

@@ -424,6 +424,7 @@ struct Node {
   int memo = -1;
   int stamped_by = -1;   // the memo of the stamped subtree it is inside
   bool aliased = false;  // an OBJECT_ALIASING guard reads it
+  int alias_slot = -1;   // where in its memo's `aliased` the value is recorded
 };
 
 // The stamp of one subtree whose guards all held when it was recorded: while
@@ -1209,7 +1210,10 @@ bool StampMatches(const Memo& m) {
 
 bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why,
                          const std::vector<char>* matched, uint64_t* quiet_since) const {
-  absl::InlinedVector<Object, 8> values;
+  // Borrowed: a recorded object is kept alive by its stamp's parts, a
+  // resolved one by `held`.
+  absl::InlinedVector<PyObject*, 16> values;
+  absl::InlinedVector<Object, 4> held;
   absl::InlinedVector<int, 4> still;  // memos found unchanged again here
   // No dict anywhere has changed since the memos matched: every one of them
   // still holds, without comparing its stamp again. (0: a dict has changed,
@@ -1220,8 +1224,9 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
     // once the stamp is known to hold still (Python code run by other guards
     // since may have changed it; the recorded objects are only alive while
     // it holds).
-    Object recorded;
-    int memo = nodes[static_cast<size_t>(node)].stamped_by;
+    PyObject* recorded = nullptr;
+    const Node& n = nodes[static_cast<size_t>(node)];
+    int memo = n.stamped_by;
     if (matched != nullptr && memo >= 0 && (*matched)[static_cast<size_t>(memo)]) {
       const Memo& m = memos[static_cast<size_t>(memo)];
       bool holds = quiet || std::find(still.begin(), still.end(), memo) != still.end();
@@ -1229,22 +1234,21 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
         still.push_back(memo);
         holds = true;
       }
-      for (const auto& [at, v] : m.aliased) {
-        if (holds && at == node) recorded = Object::Borrow(v);
-      }
-      if (quiet && recorded) ++quiet_alias_count;
+      const auto slot = static_cast<size_t>(n.alias_slot);
+      if (holds && slot < m.aliased.size() && m.aliased[slot].first == node) recorded = m.aliased[slot].second;
+      if (quiet && recorded != nullptr) ++quiet_alias_count;
     }
-    if (!recorded) {
-      values.push_back(Resolve(node, f));
+    if (recorded == nullptr) {
+      held.push_back(Resolve(node, f));
       // Reading it may have run Python code (a __getattr__).
       if (quiet && !DictsUnchangedSince(*quiet_since, quiet_since)) {
         quiet = false;
         *quiet_since = 0;  // for the aliasing checks after this one too
       }
-    } else {
-      values.push_back(recorded);
+      recorded = held.back().get();
     }
-    if (!values.back()) {
+    values.push_back(recorded);
+    if (recorded == nullptr) {
       if (why != nullptr) {
         *why = absl::StrCat(guards[guard].sources(static_cast<int>(values.size() - 1)), " cannot be read (",
                             TakeErrorRepr(), ")");
@@ -1255,7 +1259,7 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
   }
   for (size_t i = 0; i < values.size(); ++i) {
     for (size_t j = i + 1; j < values.size(); ++j) {
-      bool same = values[i].get() == values[j].get();
+      bool same = values[i] == values[j];
       if (same == (a.groups[i] == a.groups[j])) continue;
       if (why != nullptr) {
         *why = absl::StrCat(guards[guard].sources(static_cast<int>(i)), " is ",
@@ -1945,7 +1949,14 @@ void PlanStamps(const std::vector<TreeNode>& tree, const std::vector<Object>& se
         node.subtree_end > static_cast<int>(i) + 1) {
       node.memo = static_cast<int>(p.memos.size());
       p.memos.emplace_back();
-      for (int j = static_cast<int>(i) + 1; j < node.subtree_end; ++j) p.nodes[static_cast<size_t>(j)].stamped_by = node.memo;
+      // Run() records the aliased nodes of the subtree, its root's
+      // included, in preorder: each one's place is known now.
+      int slot = 0;
+      for (int j = static_cast<int>(i); j < node.subtree_end; ++j) {
+        Node& inside = p.nodes[static_cast<size_t>(j)];
+        if (j > static_cast<int>(i)) inside.stamped_by = node.memo;
+        if (inside.aliased) inside.alias_slot = slot++;
+      }
       i = static_cast<size_t>(node.subtree_end);
     } else {
       ++i;
