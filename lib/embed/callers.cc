@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "lib/embed/eval_frame.h"
+#include "lib/guards/versions.h"
 #include "lib/python/error.h"
 #include "lib/python/object.h"
 
@@ -21,6 +22,7 @@ struct Names {
   PyObject* orig_mod;
   PyObject* callback;
   PyObject* forward;
+  PyObject* getattribute;
   PyObject* hooks[4];         // the module's own hook dicts
   PyObject* global_hooks[4];  // torch.nn.modules.module's
 };
@@ -33,6 +35,7 @@ const Names& N() {
     n.orig_mod = PyUnicode_InternFromString("_orig_mod");
     n.callback = PyUnicode_InternFromString("_dynamo_callback");
     n.forward = PyUnicode_InternFromString("forward");
+    n.getattribute = PyUnicode_InternFromString("__getattribute__");
     const char* hooks[4] = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"};
     for (int i = 0; i < 4; ++i) {
       n.hooks[i] = PyUnicode_InternFromString(hooks[i]);
@@ -50,15 +53,13 @@ struct OptimizedFunction {
   PyObject_HEAD
   PyObject* callback;
   PyObject* target;
-  PyObject* config;  // dynamo.config: its cache_size_limit is read on every call
+  PyObject* config;  // dynamo.config: its cache_size_limit is read on every call through a frame
   vectorcallfunc vectorcall;
 };
 
 PyObject* FunctionCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* f = reinterpret_cast<OptimizedFunction*>(self);
-  Object limit = Object::Steal(PyObject_GetAttr(f->config, N().cache_size_limit));
-  if (!limit) return nullptr;
-  return CallWithEvalFrame(f->callback, limit.get(), f->target, args, PyVectorcall_NARGS(nargsf), kwnames);
+  return CallWithEvalFrame(f->callback, f->config, f->target, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
 int FunctionInit(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -140,29 +141,78 @@ PyType_Spec kFunctionSpec = {
 // ---------------------------------------------------------------------------
 // ModuleCall
 
+// What FastTargets found for the wrapper called last, and what it read to
+// find it: it holds while those dicts and classes are unchanged. CPython
+// never hands a dict's version tag out twice (a new dict at a freed one's
+// address has a new one), so an unchanged tag is the same dict in the same
+// state, and what it holds is alive; likewise a class's tag. Only where
+// guards::VersionTagsReliable() (3.11, 3.12).
+struct FastMemo {
+  bool valid = false;
+  PyObject* dict = nullptr;  // the wrapper's __dict__
+  uint64_t dict_tag = 0;
+  PyObject* modules = nullptr;  // its _modules
+  uint64_t modules_tag = 0;
+  PyObject* mod_dict = nullptr;  // the original's __dict__
+  uint64_t mod_dict_tag = 0;
+  PyTypeObject* mod_type = nullptr;
+  unsigned int mod_type_tag = 0;
+  uint64_t globals_tag = 0;  // torch.nn.modules.module's globals
+  PyObject* hooks[12] = {};  // every hook dict read, each empty then
+  PyObject* callback = nullptr;
+  PyObject* mod = nullptr;
+  PyObject* forward = nullptr;  // the class's forward: the original's forward is it, bound
+};
+
 struct ModuleCall {
   PyObject_HEAD
   PyObject* slow;    // the Python path: slow(self, *args, **kwargs)
   PyObject* config;  // dynamo.config
   PyObject* torch_module;  // torch.nn.modules.module: the global hook dicts
   vectorcallfunc vectorcall;
+  FastMemo memo;
 };
 
 // Whether `d` (a module's __dict__ or torch's module globals) has a
-// non-empty dict under `name`; -1 when something is not as nn.Module makes it.
-int NonEmpty(PyObject* d, PyObject* name) {
+// non-empty dict under `name`; -1 when something is not as nn.Module makes
+// it. `*hook` gets the dict (borrowed), null where there is none.
+int NonEmpty(PyObject* d, PyObject* name, PyObject** hook) {
   PyObject* v = PyDict_GetItemWithError(d, name);
+  *hook = v;
   if (v == nullptr) return PyErr_Occurred() ? -1 : 0;
   if (!PyDict_Check(v)) return -1;
   return PyDict_Size(v) > 0 ? 1 : 0;
 }
 
+PyObject* InstanceDictOf(PyObject* o) {
+  PyObject** slot = _PyObject_GetDictPtr(o);
+  PyObject* d = slot != nullptr ? *slot : nullptr;
+  return d != nullptr && PyDict_Check(d) ? d : nullptr;
+}
+
+// Whether the memo still holds for the wrapper `self`: its tags first, then
+// every hook dict it read still empty.
+bool MemoHolds(const FastMemo& m, PyObject* self, PyObject* globals) {
+  if (!m.valid || InstanceDictOf(self) != m.dict || guards::DictVersion(m.dict) != m.dict_tag ||
+      guards::DictVersion(m.modules) != m.modules_tag || guards::DictVersion(globals) != m.globals_tag ||
+      Py_TYPE(m.mod) != m.mod_type || !guards::HasValidTypeTag(m.mod_type) ||
+      m.mod_type->tp_version_tag != m.mod_type_tag || InstanceDictOf(m.mod) != m.mod_dict ||
+      guards::DictVersion(m.mod_dict) != m.mod_dict_tag) {
+    return false;
+  }
+  for (PyObject* hook : m.hooks) {
+    if (hook != nullptr && PyDict_Size(hook) != 0) return false;
+  }
+  return true;
+}
+
 // The original module when the call can skip every hook: -1 for the slow
 // path, 0 with `*mod` and `*callback` set (borrowed) for the fast one.
-int FastTargets(const ModuleCall* m, PyObject* self, PyObject** mod, PyObject** callback) {
-  PyObject** slot = _PyObject_GetDictPtr(self);
-  PyObject* d = slot != nullptr ? *slot : nullptr;
-  if (d == nullptr || !PyDict_Check(d)) return -1;
+// `memo` is filled where what was found can be kept (see FastMemo).
+int FastTargets(const ModuleCall* m, PyObject* self, PyObject** mod, PyObject** callback, FastMemo* memo) {
+  memo->valid = false;
+  PyObject* d = InstanceDictOf(self);
+  if (d == nullptr) return -1;
   const Names& n = N();
   *callback = PyDict_GetItemWithError(d, n.callback);
   if (*callback == nullptr) return -1;
@@ -170,18 +220,41 @@ int FastTargets(const ModuleCall* m, PyObject* self, PyObject** mod, PyObject** 
   if (modules == nullptr || !PyDict_Check(modules)) return -1;
   *mod = PyDict_GetItemWithError(modules, n.orig_mod);
   if (*mod == nullptr) return -1;
-  PyObject** mod_slot = _PyObject_GetDictPtr(*mod);
-  PyObject* md = mod_slot != nullptr ? *mod_slot : nullptr;
+  PyObject* md = InstanceDictOf(*mod);
   PyObject* globals = PyModule_GetDict(m->torch_module);
-  if (md == nullptr || !PyDict_Check(md) || globals == nullptr) return -1;
+  if (md == nullptr || globals == nullptr) return -1;
   for (int i = 0; i < 4; ++i) {
     // The wrapper's own hooks, the original's and the global ones: any of
     // them means nn.Module.__call__ must run (the slow path).
-    if (NonEmpty(d, n.hooks[i]) != 0 || NonEmpty(md, n.hooks[i]) != 0 ||
-        NonEmpty(globals, n.global_hooks[i]) != 0) {
+    if (NonEmpty(d, n.hooks[i], &memo->hooks[3 * i]) != 0 || NonEmpty(md, n.hooks[i], &memo->hooks[3 * i + 1]) != 0 ||
+        NonEmpty(globals, n.global_hooks[i], &memo->hooks[3 * i + 2]) != 0) {
       return -1;
     }
   }
+  PyTypeObject* type = Py_TYPE(*mod);
+  if (!guards::VersionTagsReliable() || !guards::HasValidTypeTag(type)) return 0;
+  // forward, read as nn.Module.__call__ reads it, is the class's function
+  // bound to the module: object's attribute lookup, no instance forward.
+  static PyObject* object_getattribute = _PyType_Lookup(&PyBaseObject_Type, n.getattribute);
+  PyObject* forward = _PyType_Lookup(type, n.forward);
+  if (forward == nullptr || !PyFunction_Check(forward) || _PyType_Lookup(type, n.getattribute) != object_getattribute ||
+      PyDict_GetItemWithError(md, n.forward) != nullptr || !guards::HasValidTypeTag(type)) {
+    python::ClearError();
+    return 0;
+  }
+  memo->dict = d;
+  memo->dict_tag = guards::DictVersion(d);
+  memo->modules = modules;
+  memo->modules_tag = guards::DictVersion(modules);
+  memo->mod_dict = md;
+  memo->mod_dict_tag = guards::DictVersion(md);
+  memo->mod_type = type;
+  memo->mod_type_tag = type->tp_version_tag;
+  memo->globals_tag = guards::DictVersion(globals);
+  memo->callback = *callback;
+  memo->mod = *mod;
+  memo->forward = forward;
+  memo->valid = true;
   return 0;
 }
 
@@ -192,8 +265,28 @@ PyObject* ModuleCallCall(PyObject* self, PyObject* const* args, size_t nargsf, P
     PyErr_SetString(PyExc_TypeError, "OptimizedModule.__call__ needs the module");
     return nullptr;
   }
+  PyObject* globals = PyModule_GetDict(m->torch_module);
+  if (globals != nullptr && MemoHolds(m->memo, args[0], globals)) {
+    // forward(original, *args): what the bound method would call, without
+    // making it. The memo's objects are held by the unchanged dicts until
+    // the call starts; the call holds them from then.
+    Object keep_mod = Object::Borrow(m->memo.mod), keep_callback = Object::Borrow(m->memo.callback);
+    Object keep_forward = Object::Borrow(m->memo.forward);
+    PyObject* small[8];
+    std::vector<PyObject*> big;
+    PyObject** call_args = small;
+    if (nargs > 8) {
+      big.resize(static_cast<size_t>(nargs));
+      call_args = big.data();
+    }
+    call_args[0] = keep_mod.get();
+    std::copy(args + 1, args + nargs, call_args + 1);
+    return CallWithEvalFrame(keep_callback.get(), m->config, keep_forward.get(), call_args,
+                             static_cast<size_t>(nargs), kwnames);
+  }
   PyObject *mod = nullptr, *callback = nullptr;
-  if (FastTargets(m, args[0], &mod, &callback) != 0) {
+  FastMemo memo;
+  if (FastTargets(m, args[0], &mod, &callback, &memo) != 0) {
     python::ClearError();
     return PyObject_Vectorcall(m->slow, args, static_cast<size_t>(nargs), kwnames);
   }
@@ -208,9 +301,13 @@ PyObject* ModuleCallCall(PyObject* self, PyObject* const* args, size_t nargsf, P
     Object marked = Object::Steal(MarkCapture(nullptr, PyFunction_GetCode(fn)));
     if (!marked) return nullptr;
   }
-  Object limit = Object::Steal(PyObject_GetAttr(m->config, N().cache_size_limit));
-  if (!limit) return nullptr;
-  return CallWithEvalFrame(callback, limit.get(), target.get(), args + 1, static_cast<size_t>(nargs - 1), kwnames);
+  // Kept for the next call only if the attribute read gave what the memo
+  // says it gives (and, marked above, its code is captured).
+  if (memo.valid && PyMethod_Check(target.get()) && PyMethod_Function(target.get()) == memo.forward &&
+      PyMethod_Self(target.get()) == mod) {
+    m->memo = memo;
+  }
+  return CallWithEvalFrame(callback, m->config, target.get(), args + 1, static_cast<size_t>(nargs - 1), kwnames);
 }
 
 int ModuleCallInit(PyObject* self, PyObject* args, PyObject* kwargs) {

@@ -104,6 +104,8 @@ EpochProbe* Epoch() {
 
 uint64_t ReadDictEpoch() { return Epoch()->Read(); }
 
+uint64_t DictVersion(PyObject* dict) { return DictTag(dict); }
+
 bool DictsUnchangedSince(uint64_t then, uint64_t* now) {
   EpochProbe* p = Epoch();
   *now = p->Read();
@@ -130,6 +132,8 @@ bool RecordPart(PyObject* object, const StampNeeds& needs, StampPart* out) {
     part.type_tag = t->tp_version_tag;
     part.dict = InstanceDict(object);
     if (part.dict == nullptr) return false;
+    part.dict_slot = _PyObject_GetDictPtr(object);
+    if (part.dict_slot == nullptr || *part.dict_slot != part.dict) return false;
     part.dict_tag = DictTag(part.dict);
   }
   if (needs.nn_dicts) {
@@ -153,7 +157,8 @@ bool PartMatches(const StampPart& part) {
   if (part.needs.attributes || part.needs.nn_dicts) {
     PyTypeObject* t = Py_TYPE(o);
     if (t != part.type || t->tp_version_tag != part.type_tag || !HasValidTypeTag(t)) return false;
-    if (InstanceDict(o) != part.dict || DictTag(part.dict) != part.dict_tag) return false;
+    // The same type, so the same place for the instance dict.
+    if (*part.dict_slot != part.dict || DictTag(part.dict) != part.dict_tag) return false;
   }
   if (part.needs.nn_dicts) {
     // Held by the unchanged __dict__: the same three dicts.

@@ -45,6 +45,7 @@ struct StampPart {
   PyTypeObject* type = nullptr;
   unsigned int type_tag = 0;
   PyObject* dict = nullptr;  // the instance __dict__
+  PyObject** dict_slot = nullptr;  // where the object keeps it (fixed while its type is)
   uint64_t dict_tag = 0;
   PyObject* nn[3] = {nullptr, nullptr, nullptr};  // _parameters, _buffers, _modules (held by `dict`)
   uint64_t nn_tags[3] = {0, 0, 0};
@@ -78,6 +79,10 @@ bool VersionTagsReliable();
 // VersionTagsReliable(); needs the GIL. No Python code runs.
 uint64_t ReadDictEpoch();
 bool DictsUnchangedSince(uint64_t then, uint64_t* now);
+
+// A dict's version tag (see the header comment): equal readings of one
+// dict mean it has not changed in between. No Python code runs.
+uint64_t DictVersion(PyObject* dict);
 
 // Records what `needs` names of `object`; false when the object cannot be
 // stamped (no instance dict, a class without a valid version tag, an

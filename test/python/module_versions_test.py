@@ -16,12 +16,18 @@ stood for must still be caught:
   on (dynamo._C.cache_stats()["module_versions"]; CPython 3.11 and 3.12),
   the 200 calls skip a stamped subtree on every call after the second; on
   3.13 none is made and every guard is read on every call;
-- the failure message of a change names the guard, as without stamps.
+- the failure message of a change names the guard, as without stamps;
+- what OptimizedModule.__call__'s C path keeps between calls (the original
+  module, its forward, that no hook is set; lib/embed/callers.cc FastMemo)
+  is found again after each change that bears on it, after many calls: a
+  hook on the module or a global one, an instance forward, the class's
+  forward replaced, _orig_mod replaced, two wrappers called in turn.
 
     scripts/python test/python/module_versions_test.py [-v]
 """
 import copy
 import sys
+import types
 import warnings
 
 import torch
@@ -69,6 +75,11 @@ class Model(nn.Module):
             y = b(y)
         y = self.bn(y) + self.shift
         return y.reshape(-1, self.sizes[1])
+
+    forward_plain = forward
+
+    def forward_doubled(self, x):
+        return self.forward_plain(x) * 2
 
 
 def replace_parameter(m):
@@ -215,6 +226,95 @@ def many_models_one_code():
                 return fail("two models", "a stale result for one of two models sharing a code object")
 
 
+def _set_forward(m):
+    m.forward = types.MethodType(lambda self, x: self.inner(x) * 3, m)
+
+
+def _class_forward(m):
+    Model.forward = Model.forward_doubled
+
+
+def _global_hook(m):
+    return torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: out + 0.25)
+
+
+# (name, change made to the model and the reference; its undo, given what
+# the change returned)
+CALL_CHANGES = [
+    ("forward hook on the module", lambda m: m.register_forward_hook(lambda mod, args, out: out * -1),
+     lambda h: h.remove()),
+    ("forward pre-hook on the module", lambda m: m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,)),
+     lambda h: h.remove()),
+    ("instance forward", _set_forward, lambda h: None),
+    ("class forward replaced", _class_forward, lambda h: setattr(Model, "forward", Model.forward_plain)),
+]
+
+
+def call_path_changes():
+    for name, change, undo in CALL_CHANGES:
+        dynamo.reset()
+        torch.manual_seed(0)
+        model = Model().eval()
+        reference = copy.deepcopy(model)
+        opt = dynamo.optimize(Counter())(model)
+        x = torch.randn(2, 4)
+        label = f"call path: {name} after 50 calls"
+        with torch.no_grad():
+            for _ in range(50):
+                opt(x)
+            handles = [change(model), change(reference)]
+            try:
+                got, want = opt(x), reference(x)
+                again = opt(x)
+            finally:
+                for h in handles:
+                    undo(h)
+            if not same(got, want) or not same(again, want):
+                fail(label, "a stale result after the change")
+            elif same(want, Model.forward_plain(reference, x)):
+                fail(label, "the change changed nothing: the test proves nothing")
+            if not same(opt(x), reference(x)):
+                fail(label, "a stale result after the change was undone")
+    # A global hook: it runs on every module of both, in eager and compiled.
+    dynamo.reset()
+    torch.manual_seed(0)
+    model = Model().eval()
+    reference = copy.deepcopy(model)
+    opt = dynamo.optimize(Counter())(model)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        for _ in range(50):
+            opt(x)
+        plain = reference(x)
+        handle = _global_hook(model)
+        try:
+            got, want = opt(x), reference(x)
+        finally:
+            handle.remove()
+        if not same(got, want) or same(want, plain):
+            fail("call path: global forward hook after 50 calls", "a stale result after the change")
+    # _orig_mod replaced: the wrapper runs the new module.
+    dynamo.reset()
+    opt = dynamo.optimize(Counter())(model)
+    other = Model().eval()
+    with torch.no_grad():
+        for _ in range(50):
+            opt(x)
+        opt._orig_mod = other
+        if not same(opt(x), other(x)) or same(other(x), plain):
+            fail("call path: _orig_mod replaced after 50 calls", "the old module ran")
+    # Two wrappers called in turn share OptimizedModule.__call__.
+    dynamo.reset()
+    torch.manual_seed(0)
+    a, b = Model().eval(), Model().eval()
+    opt = dynamo.optimize(Counter())
+    oa, ob = opt(a), opt(b)
+    with torch.no_grad():
+        for _ in range(20):
+            if not same(oa(x), a(x)) or not same(ob(x), b(x)):
+                return fail("call path: two wrappers in turn", "one ran the other's module")
+
+
 def main():
     for name, change, recaptures in CHANGES:
         for calls in (1, 200):
@@ -222,6 +322,7 @@ def main():
             run_change(name, change, recaptures, calls)
     failure_message()
     many_models_one_code()
+    call_path_changes()
     stats = _C.cache_stats()
     print(f"module_versions_test: {len(CHANGES) * 2} changes, module_versions={stats['module_versions']}, "
           f"{stats['skipped_subtrees']} subtrees skipped, {len(FAILURES)} failure(s)")
