@@ -272,15 +272,17 @@ PyObject* ModuleCallCall(PyObject* self, PyObject* const* args, size_t nargsf, P
     // the call starts; the call holds them from then.
     Object keep_mod = Object::Borrow(m->memo.mod), keep_callback = Object::Borrow(m->memo.callback);
     Object keep_forward = Object::Borrow(m->memo.forward);
+    // The keyword arguments' values follow the positional ones.
+    const Py_ssize_t total = nargs + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject* small[8];
     std::vector<PyObject*> big;
     PyObject** call_args = small;
-    if (nargs > 8) {
-      big.resize(static_cast<size_t>(nargs));
+    if (total > 8) {
+      big.resize(static_cast<size_t>(total));
       call_args = big.data();
     }
     call_args[0] = keep_mod.get();
-    std::copy(args + 1, args + nargs, call_args + 1);
+    std::copy(args + 1, args + total, call_args + 1);
     return CallWithEvalFrame(keep_callback.get(), m->config, keep_forward.get(), call_args,
                              static_cast<size_t>(nargs), kwnames);
   }

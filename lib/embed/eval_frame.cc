@@ -446,7 +446,7 @@ bool RebuildCall(_PyInterpreterFrame* frame, Call& call) {
 }
 
 // The graph called straight from the arguments (a frame's localsplus, or
-// the call's own, see CallCached): no bytecode runs.
+// the call's own, see CachedCall): no bytecode runs.
 PyObject* RunDirect(const Entry& entry, PyObject* const* locals) {
   PyObject* small[8];
   std::vector<PyObject*> big;

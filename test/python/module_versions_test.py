@@ -303,6 +303,21 @@ def call_path_changes():
         opt._orig_mod = other
         if not same(opt(x), other(x)) or same(other(x), plain):
             fail("call path: _orig_mod replaced after 50 calls", "the old module ran")
+    # Keyword arguments (their values follow the positional ones), more of
+    # them than fit the call path's small buffer.
+    class Keywords(nn.Module):
+        def forward(self, x, a=None, b=None, c=None, d=None, e=None, f=None, g=None, h=None):
+            return x + a * b - c + d * e - f + g * h
+
+    keywords = Keywords()
+    opt = dynamo.optimize(Counter())(keywords)
+    named = {k: torch.full((4,), float(i + 1)) for i, k in enumerate("abcdefgh")}
+    with torch.no_grad():
+        for i in range(20):
+            if not same(opt(x, **named), keywords(x, **named)) or not same(opt(x, a=x, b=x, c=x, d=x, e=x, f=x, g=x,
+                                                                               h=x), keywords(x, a=x, b=x, c=x, d=x,
+                                                                                               e=x, f=x, g=x, h=x)):
+                return fail("call path: keyword arguments", "differs from eager")
     # Two wrappers called in turn share OptimizedModule.__call__.
     dynamo.reset()
     torch.manual_seed(0)
