@@ -99,7 +99,7 @@ struct Owner {
 absl::flat_hash_map<PyObject*, Owner>* owners = nullptr;  // by callback address
 thread_local PyObject* callback = nullptr;      // strong reference while set
 thread_local size_t cache_limit = 8;
-size_t hits = 0, misses = 0, direct_hits = 0;
+size_t hits = 0, misses = 0, direct_hits = 0, frame_free_hits = 0;
 double guard_compile_seconds = 0;  // every capture's guards, compiled after the callback
 std::vector<std::string>* skip_prefixes = nullptr;
 
@@ -900,6 +900,7 @@ PyObject* CallWithEvalFrame(PyObject* cb, PyObject* limit_object, PyObject* fn, 
   }
   CachedCall cached;
   if (cb != Py_None && !FindCached(cb, fn, args, PyVectorcall_NARGS(nargsf), kwnames, &cached)) return nullptr;
+  if (cached.entry != nullptr) ++frame_free_hits;
   if (cached.entry != nullptr && cached.entry->graph && cached.entry->callback_off) {
     // The graph runs with the callback off: no region to open at all.
     ++direct_hits;
@@ -987,7 +988,7 @@ PyObject* ResetCaches(PyObject* /*module*/, PyObject* /*unused*/) {
   }
   dropped.clear();
   watched.clear();
-  hits = misses = direct_hits = 0;
+  hits = misses = direct_hits = frame_free_hits = 0;
   Py_RETURN_NONE;
 }
 
@@ -1010,8 +1011,9 @@ PyObject* CacheStats(PyObject* /*module*/, PyObject* /*unused*/) {
   // own TensorGuards and GlobalStateGuard checks; quiet_aliases: objects
   // aliasing checks took from a stamp without comparing it again
   // (lib/guards/evaluator.h).
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:K,s:O,s:d}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
-                       static_cast<Py_ssize_t>(direct_hits), "misses", static_cast<Py_ssize_t>(misses),
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:K,s:O,s:d}", "hits", static_cast<Py_ssize_t>(hits), "direct_hits",
+                       static_cast<Py_ssize_t>(direct_hits), "frame_free_hits",
+                       static_cast<Py_ssize_t>(frame_free_hits), "misses", static_cast<Py_ssize_t>(misses),
                        "entries", static_cast<Py_ssize_t>(entries), "owners",
                        static_cast<Py_ssize_t>(watched_owners), "stamped_subtrees", static_cast<Py_ssize_t>(stamped),
                        "skipped_subtrees", static_cast<unsigned long long>(guards::GuardEvaluator::skipped_subtrees()),

@@ -58,7 +58,8 @@ PyObject* MarkCapture(PyObject* module, PyObject* code);
 // dynamo._C.reset_caches(): drops every cached entry of every code object.
 PyObject* ResetCaches(PyObject* module, PyObject* unused);
 // dynamo._C.cache_stats() -> {"hits": n, "direct_hits": n (hits that called
-// the graph with no bytecode), "misses": n, "entries": n (live, in every code
+// the graph with no bytecode), "frame_free_hits": n (hits answered before
+// the function's frame was made, see CallWithEvalFrame), "misses": n, "entries": n (live, in every code
 // object), "owners": n (callbacks with entries, watched), "stamped_subtrees":
 // n (of live entries' guards, checked once per module version),
 // "skipped_subtrees": n (times one was skipped), "module_versions": bool
