@@ -179,6 +179,7 @@ std::string Str(PyObject* o) {
 }
 
 std::string AttrText(PyObject* o, const char* name) {
+  if (python::SurelyLacks(o, name)) return "";
   Object a = Object::Steal(PyObject_GetAttrString(o, name));
   if (!a) {
     python::ClearError();

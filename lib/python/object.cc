@@ -169,6 +169,64 @@ PyObject* TypeDictItem(PyTypeObject* type, const char* name) {
 #endif
 }
 
+namespace {
+
+// nn.Module.__getattr__, once torch.nn is imported (never imported here).
+PyObject* NnModuleGetattr() {
+  static PyObject* found = nullptr;  // torch's class lives as long as the process
+  if (found != nullptr) return found;
+  Object name = FromString("torch.nn.modules.module");
+  Object module = name ? Object::Steal(PyImport_GetModule(name.get())) : Object();
+  Object cls = module ? Object::Steal(PyObject_GetAttrString(module.get(), "Module")) : Object();
+  if (cls && PyType_Check(cls.get())) {
+    found = Py_XNewRef(TypeDictItem(reinterpret_cast<PyTypeObject*>(cls.get()), "__getattr__"));
+  }
+  PyErr_Clear();
+  return found;
+}
+
+}  // namespace
+
+bool SurelyLacks(PyObject* o, const char* name) {
+  if (PyErr_Occurred()) return false;  // from here on, any error set is ours to clear
+  Object key = Object::Steal(PyUnicode_InternFromString(name));
+  if (!key) {
+    PyErr_Clear();
+    return false;
+  }
+  PyTypeObject* t = Py_TYPE(o);
+  if (_PyType_Lookup(t, key.get()) != nullptr) return false;
+  PyObject** slot = _PyObject_GetDictPtr(o);
+  PyObject* dict = slot != nullptr ? *slot : nullptr;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  if (dict != nullptr && (!PyDict_CheckExact(dict) || PyDict_Contains(dict, key.get()) != 0)) {
+    PyErr_Clear();
+    return false;
+  }
+  if (t->tp_getattro == PyObject_GenericGetAttr) return true;
+  // A Python class with object's __getattribute__ and nn.Module's __getattr__.
+  static PyObject* const object_getattribute = TypeDictItem(&PyBaseObject_Type, "__getattribute__");
+  PyObject* nn_getattr = NnModuleGetattr();
+  Object getattribute_name = FromString("__getattribute__"), getattr_name = FromString("__getattr__");
+  if (nn_getattr == nullptr || !getattribute_name || !getattr_name || dict == nullptr ||
+      _PyType_Lookup(t, getattribute_name.get()) != object_getattribute ||
+      _PyType_Lookup(t, getattr_name.get()) != nn_getattr) {
+    PyErr_Clear();
+    return false;
+  }
+  for (const char* holder : {"_parameters", "_buffers", "_modules"}) {
+    PyObject* d = PyDict_GetItemString(dict, holder);
+    if (d == nullptr || !PyDict_Check(d) || PyDict_Contains(d, key.get()) != 0) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  return true;
+}
+
 bool IsTupleIterator(PyObject* o) {
   static PyTypeObject* const type = [] {
     Object empty = Object::Steal(PyTuple_New(0));

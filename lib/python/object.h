@@ -89,6 +89,16 @@ std::string TypeName(const Object& obj);
 // interpreter): this reads the dict CPython uses for the type either way.
 PyObject* TypeDictItem(PyTypeObject* type, const char* name);
 
+// True when reading `name` from `o` is sure to raise AttributeError, known
+// without running Python: neither its class nor its instance dict has it,
+// and the class leaves a failed lookup to object's rule or to
+// nn.Module.__getattr__, which finds it in none of the module's
+// _parameters, _buffers and _modules. False: it may be there, read it.
+// (Guards name each object they identify by its __qualname__, which an
+// nn.Module instance lacks; asking runs nn.Module.__getattr__ to raise,
+// about a microsecond per object, twice per capture.) Never raises.
+bool SurelyLacks(PyObject* o, const char* name);
+
 // Exactly a tuple's iterator (iter(a_tuple)).
 bool IsTupleIterator(PyObject* o);
 // A NumPy number or bool scalar (np.int64(3), np.float32(0.5), np.bool_):

@@ -128,6 +128,57 @@ TEST_CASE("ImportScript: module name, sys.path, __main__ and failures", "[python
   CHECK_FALSE(PyErr_Occurred());
 }
 
+TEST_CASE("SurelyLacks: only where getattr is sure to raise, nn.Module's __getattr__ included", "[python]") {
+  ScratchDir dir;
+  // A stand-in for torch.nn.modules.module (SurelyLacks reads it from
+  // sys.modules, never imports it): Module.__getattr__ looks in three dicts.
+  std::string script = dir.Write("lacks.py",
+                                 "import sys, types\n"
+                                 "fake = types.ModuleType('torch.nn.modules.module')\n"
+                                 "class Module:\n"
+                                 "    def __init__(self):\n"
+                                 "        self._parameters, self._buffers, self._modules = {}, {}, {}\n"
+                                 "    def __getattr__(self, name):\n"
+                                 "        for d in (self._parameters, self._buffers, self._modules):\n"
+                                 "            if name in d:\n"
+                                 "                return d[name]\n"
+                                 "        raise AttributeError(name)\n"
+                                 "fake.Module = Module\n"
+                                 "sys.modules['torch.nn.modules.module'] = fake\n"
+                                 "class Conv(Module):\n    pass\n"
+                                 "class Own(Module):\n"
+                                 "    def __getattr__(self, name):\n        return 'made up'\n"
+                                 "class Plain:\n    pass\n"
+                                 "plain, conv, own = Plain(), Conv(), Own()\n"
+                                 "named = Conv()\n"
+                                 "named._modules['__qualname__'] = 'registered'\n"
+                                 "written = Plain()\n"
+                                 "written.__qualname__ = 'written'\n"
+                                 "def function():\n    pass\n");
+  absl::StatusOr<Object> m = ImportScript(script);
+  DYNAMO_REQUIRE_OK(m);
+  auto lacks = [&](const char* object, const char* name) {
+    absl::StatusOr<Object> o = GetAttr(*m, object);
+    REQUIRE(o.ok());
+    bool sure = SurelyLacks(o->get(), name);
+    CHECK_FALSE(PyErr_Occurred());
+    // Never sure where getattr finds it.
+    Object got = Object::Steal(PyObject_GetAttrString(o->get(), name));
+    if (sure) CHECK_FALSE(got);
+    PyErr_Clear();
+    return sure;
+  };
+  CHECK(lacks("plain", "__qualname__"));
+  CHECK(lacks("conv", "__qualname__"));      // nn.Module.__getattr__ would raise
+  CHECK_FALSE(lacks("named", "__qualname__"));  // ... but finds a submodule of that name
+  CHECK_FALSE(lacks("own", "__qualname__"));    // another __getattr__ may answer anything
+  CHECK_FALSE(lacks("written", "__qualname__"));  // in the instance dict
+  CHECK_FALSE(lacks("function", "__qualname__"));
+  CHECK_FALSE(lacks("Conv", "__qualname__"));   // a class has one
+  CHECK_FALSE(lacks("conv", "__module__"));     // from its class
+  CHECK(lacks("conv", "no_such_attribute"));
+}
+
 TEST_CASE("ResolveTarget: functions, methods, bound methods and errors", "[python]") {
   ScratchDir dir;
   std::string script = dir.Write("targets.py",

@@ -69,6 +69,7 @@ void GuardSet::EqualsMatch(const SourcePtr& source, const python::Object& value)
 std::string IdentityName(const python::Object& value) {
   PyObject* o = value.get();
   auto attr = [](PyObject* obj, const char* name) -> std::string {
+    if (python::SurelyLacks(obj, name)) return "";
     python::Object a = python::Object::Steal(PyObject_GetAttrString(obj, name));
     if (!a) python::ClearError();
     absl::StatusOr<std::string> s = a ? python::AsString(a) : absl::NotFoundError("");
