@@ -250,18 +250,26 @@ CALL_CHANGES = [
 ]
 
 
+def _warm_model():
+    """A fresh model, its eager copy, the wrapper and an input, after 50
+    calls through the wrapper."""
+    dynamo.reset()
+    torch.manual_seed(0)
+    model = Model().eval()
+    reference = copy.deepcopy(model)
+    opt = dynamo.optimize(Counter())(model)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        for _ in range(50):
+            opt(x)
+    return model, reference, opt, x
+
+
 def call_path_changes():
     for name, change, undo in CALL_CHANGES:
-        dynamo.reset()
-        torch.manual_seed(0)
-        model = Model().eval()
-        reference = copy.deepcopy(model)
-        opt = dynamo.optimize(Counter())(model)
-        x = torch.randn(2, 4)
+        model, reference, opt, x = _warm_model()
         label = f"call path: {name} after 50 calls"
         with torch.no_grad():
-            for _ in range(50):
-                opt(x)
             handles = [change(model), change(reference)]
             try:
                 got, want = opt(x), reference(x)
@@ -276,15 +284,8 @@ def call_path_changes():
             if not same(opt(x), reference(x)):
                 fail(label, "a stale result after the change was undone")
     # A global hook: it runs on every module of both, in eager and compiled.
-    dynamo.reset()
-    torch.manual_seed(0)
-    model = Model().eval()
-    reference = copy.deepcopy(model)
-    opt = dynamo.optimize(Counter())(model)
-    x = torch.randn(2, 4)
+    model, reference, opt, x = _warm_model()
     with torch.no_grad():
-        for _ in range(50):
-            opt(x)
         plain = reference(x)
         handle = _global_hook(model)
         try:
@@ -294,14 +295,11 @@ def call_path_changes():
         if not same(got, want) or same(want, plain):
             fail("call path: global forward hook after 50 calls", "a stale result after the change")
     # _orig_mod replaced: the wrapper runs the new module.
-    dynamo.reset()
-    opt = dynamo.optimize(Counter())(model)
+    model, reference, opt, x = _warm_model()
     other = Model().eval()
     with torch.no_grad():
-        for _ in range(50):
-            opt(x)
         opt._orig_mod = other
-        if not same(opt(x), other(x)) or same(other(x), plain):
+        if not same(opt(x), other(x)) or same(other(x), reference(x)):
             fail("call path: _orig_mod replaced after 50 calls", "the old module ran")
     # Keyword arguments (their values follow the positional ones), more of
     # them than fit the call path's small buffer.
@@ -311,13 +309,13 @@ def call_path_changes():
 
     keywords = Keywords()
     opt = dynamo.optimize(Counter())(keywords)
-    named = {k: torch.full((4,), float(i + 1)) for i, k in enumerate("abcdefgh")}
+    counted = {k: torch.full((4,), float(i + 1)) for i, k in enumerate("abcdefgh")}
+    same_x = dict.fromkeys("abcdefgh", x)
     with torch.no_grad():
-        for i in range(20):
-            if not same(opt(x, **named), keywords(x, **named)) or not same(opt(x, a=x, b=x, c=x, d=x, e=x, f=x, g=x,
-                                                                               h=x), keywords(x, a=x, b=x, c=x, d=x,
-                                                                                               e=x, f=x, g=x, h=x)):
-                return fail("call path: keyword arguments", "differs from eager")
+        for _ in range(20):
+            for named in (counted, same_x):
+                if not same(opt(x, **named), keywords(x, **named)):
+                    return fail("call path: keyword arguments", "differs from eager")
     # Two wrappers called in turn share OptimizedModule.__call__.
     dynamo.reset()
     torch.manual_seed(0)
