@@ -17,7 +17,6 @@ using python::Object;
 
 // Interned names, made once (under the GIL) and kept for the process.
 struct Names {
-  PyObject* cache_size_limit;
   PyObject* modules;
   PyObject* orig_mod;
   PyObject* callback;
@@ -30,7 +29,6 @@ struct Names {
 const Names& N() {
   static const Names names = [] {
     Names n{};
-    n.cache_size_limit = PyUnicode_InternFromString("cache_size_limit");
     n.modules = PyUnicode_InternFromString("_modules");
     n.orig_mod = PyUnicode_InternFromString("_orig_mod");
     n.callback = PyUnicode_InternFromString("_dynamo_callback");

@@ -577,13 +577,15 @@ std::shared_ptr<const Entry> Lookup(CodeState* state, PyObject* cb, const guards
     // Ctrl-C stops the call here rather than reading as a failed guard
     // (python::ClearError).
     if (python::RaisePendingInterrupt()) return nullptr;
-    if (holds) {
-      ++hits;
-      e->hit = true;
-      return e;
-    }
+    if (holds) return e;
   }
   return nullptr;
+}
+
+// An entry found is counted where it is used.
+void CountHit(const Entry& e) {
+  ++hits;
+  e.hit = true;
 }
 
 // Answers for one frame: runs it below (`ran`), or a cached or new capture
@@ -607,7 +609,10 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
   std::shared_ptr<const Entry> last;
   std::shared_ptr<const Entry> found = Lookup(state, cb, view, &mine, &last);
   if (PyErr_Occurred()) return nullptr;
-  if (found != nullptr) return RunEntry(*found, frame, throw_flag, ts, ran);
+  if (found != nullptr) {
+    CountHit(*found);
+    return RunEntry(*found, frame, throw_flag, ts, ran);
+  }
   ++misses;
   CodeState::Dropped dropped;
   if (!state->dropped.empty()) {
@@ -810,10 +815,13 @@ namespace {
 // filled in; no keywords, no *args or **kwargs), made outside any region
 // (this thread has no callback and no other evaluator is installed), to a
 // code the evaluator has entries for; anything else, and a miss, leaves
-// `entry` empty and the call goes through its frame as before.
+// `entry` empty and the call goes through its frame as before. (So does an
+// entry that runs the original code, checked again there: running it takes
+// its frame.)
 struct CachedCall {
   std::shared_ptr<const Entry> entry;
   PyFunctionObject* function = nullptr;  // borrowed from the call
+  Object defaults;                       // held: a guard's Python may replace __defaults__
   PyObject* bound[16];                   // the positional parameters, borrowed
   int argc = 0;
   EntryLocals locals;
@@ -847,6 +855,7 @@ bool FindCached(PyObject* cb, PyObject* target, PyObject* const* args, size_t na
   auto* state = static_cast<CodeState*>(extra);
   if (state == nullptr || state->skip || state->entries.empty()) return true;
   PyObject* defaults = func->func_defaults;
+  call->defaults = Object::Borrow(defaults);
   const int n_defaults = defaults != nullptr ? static_cast<int>(PyTuple_GET_SIZE(defaults)) : 0;
   if (static_cast<int>(given) < argc - n_defaults) return true;  // a missing argument: CPython says which
   int k = 0;
@@ -863,20 +872,24 @@ bool FindCached(PyObject* cb, PyObject* target, PyObject* const* args, size_t na
   view.globals = func->func_globals;
   size_t mine = 0;
   std::shared_ptr<const Entry> last;
-  call->entry = Lookup(state, cb, view, &mine, &last);
-  return !PyErr_Occurred();
+  std::shared_ptr<const Entry> found = Lookup(state, cb, view, &mine, &last);
+  if (PyErr_Occurred()) return false;
+  if (found != nullptr && (found->graph || found->code)) {
+    CountHit(*found);
+    call->entry = std::move(found);
+  }
+  return true;
 }
 
 // Runs the entry FindCached found, with the callback set: the graph on the
 // arguments, or the rewritten code called with them (what RunEntry does
 // for a frame).
-PyObject* RunCached(const CachedCall& call, PyObject* target, PyObject* const* args, size_t nargsf) {
+PyObject* RunCached(const CachedCall& call) {
   const Entry& entry = *call.entry;
   if (entry.graph) {
     ++direct_hits;
     return RunDirect(entry, call.localsplus);
   }
-  if (!entry.code) return PyObject_Vectorcall(target, args, nargsf, nullptr);  // runs as it is (its frame says so)
   Object fn = entry.function;
   if (!fn) {
     fn = Object::Steal(PyFunction_New(entry.code.get(), call.function->func_globals));
@@ -918,8 +931,7 @@ PyObject* CallWithEvalFrame(PyObject* cb, PyObject* limit_object, PyObject* fn, 
   PyObject* previous = nullptr;
   if (!SwapCallback(cb == Py_None ? nullptr : Py_NewRef(cb), &previous)) return nullptr;
   if (limit >= 0) cache_limit = static_cast<size_t>(limit);
-  PyObject* result = cached.entry != nullptr ? RunCached(cached, fn, args, nargsf)
-                                             : PyObject_Vectorcall(fn, args, nargsf, kwnames);
+  PyObject* result = cached.entry != nullptr ? RunCached(cached) : PyObject_Vectorcall(fn, args, nargsf, kwnames);
   PyObject* ours = nullptr;
   const bool restored = SwapCallback(previous, &ours);
   Py_XDECREF(ours);
