@@ -1211,9 +1211,13 @@ bool StampMatches(const Memo& m) {
 
 bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, std::string* why,
                          const std::vector<char>* matched, uint64_t* quiet_since) const {
-  // Held, recorded ones too: reading a later one may run Python code that
-  // drops an earlier one, whose address a new object could then take.
-  absl::InlinedVector<Object, 32> values;
+  // Borrowed while no Python code has run since they were taken (a
+  // recorded object is alive while its stamp holds), held from the first
+  // read that may run some: it could drop an earlier one, and a new object
+  // could then take its address.
+  absl::InlinedVector<PyObject*, 32> values;
+  absl::InlinedVector<Object, 8> held;
+  size_t held_upto = 0;  // values[0, held_upto) are in `held`
   absl::InlinedVector<int, 4> still;  // memos found unchanged again here
   // No dict anywhere has changed since the memos matched: every one of them
   // still holds, without comparing its stamp again. (0: a dict has changed,
@@ -1224,7 +1228,7 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
     // once the stamp is known to hold still (Python code run by other guards
     // since may have changed it; the recorded objects are only alive while
     // it holds).
-    Object recorded;
+    PyObject* recorded = nullptr;
     const Node& n = nodes[static_cast<size_t>(node)];
     int memo = n.stamped_by;
     if (matched != nullptr && memo >= 0 && (*matched)[static_cast<size_t>(memo)]) {
@@ -1235,22 +1239,22 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
         holds = true;
       }
       const auto slot = static_cast<size_t>(n.alias_slot);
-      if (holds && slot < m.aliased.size() && m.aliased[slot].first == node) {
-        recorded = Object::Borrow(m.aliased[slot].second);
-      }
-      if (quiet && recorded) ++quiet_alias_count;
+      if (holds && slot < m.aliased.size() && m.aliased[slot].first == node) recorded = m.aliased[slot].second;
+      if (quiet && recorded != nullptr) ++quiet_alias_count;
     }
-    if (!recorded) {
-      recorded = Resolve(node, f);
+    if (recorded == nullptr) {
+      for (; held_upto < values.size(); ++held_upto) held.push_back(Object::Borrow(values[held_upto]));
+      held.push_back(Resolve(node, f));
       // Reading it may have run Python code (a __getattr__).
       if (quiet && !DictsUnchangedSince(*quiet_since, quiet_since)) {
         quiet = false;
         *quiet_since = 0;  // for the aliasing checks after this one too
       }
+      recorded = held.back().get();
+      held_upto = values.size() + 1;  // this one, pushed next, is held too
     }
-    const bool read = static_cast<bool>(recorded);
-    values.push_back(std::move(recorded));
-    if (!read) {
+    values.push_back(recorded);
+    if (recorded == nullptr) {
       if (why != nullptr) {
         *why = absl::StrCat(guards[guard].sources(static_cast<int>(values.size() - 1)), " cannot be read (",
                             TakeErrorRepr(), ")");
@@ -1261,7 +1265,7 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
   }
   for (size_t i = 0; i < values.size(); ++i) {
     for (size_t j = i + 1; j < values.size(); ++j) {
-      bool same = values[i].get() == values[j].get();
+      bool same = values[i] == values[j];
       if (same == (a.groups[i] == a.groups[j])) continue;
       if (why != nullptr) {
         *why = absl::StrCat(guards[guard].sources(static_cast<int>(i)), " is ",
