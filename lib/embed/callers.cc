@@ -182,19 +182,13 @@ int NonEmpty(PyObject* d, PyObject* name, PyObject** hook) {
   return PyDict_Size(v) > 0 ? 1 : 0;
 }
 
-PyObject* InstanceDictOf(PyObject* o) {
-  PyObject** slot = _PyObject_GetDictPtr(o);
-  PyObject* d = slot != nullptr ? *slot : nullptr;
-  return d != nullptr && PyDict_Check(d) ? d : nullptr;
-}
-
 // Whether the memo still holds for the wrapper `self`: its tags first, then
 // every hook dict it read still empty.
 bool MemoHolds(const FastMemo& m, PyObject* self, PyObject* globals) {
-  if (!m.valid || InstanceDictOf(self) != m.dict || guards::DictVersion(m.dict) != m.dict_tag ||
+  if (!m.valid || guards::InstanceDict(self) != m.dict || guards::DictVersion(m.dict) != m.dict_tag ||
       guards::DictVersion(m.modules) != m.modules_tag || guards::DictVersion(globals) != m.globals_tag ||
       Py_TYPE(m.mod) != m.mod_type || !guards::HasValidTypeTag(m.mod_type) ||
-      m.mod_type->tp_version_tag != m.mod_type_tag || InstanceDictOf(m.mod) != m.mod_dict ||
+      m.mod_type->tp_version_tag != m.mod_type_tag || guards::InstanceDict(m.mod) != m.mod_dict ||
       guards::DictVersion(m.mod_dict) != m.mod_dict_tag) {
     return false;
   }
@@ -209,7 +203,7 @@ bool MemoHolds(const FastMemo& m, PyObject* self, PyObject* globals) {
 // `memo` is filled where what was found can be kept (see FastMemo).
 int FastTargets(const ModuleCall* m, PyObject* self, PyObject** mod, PyObject** callback, FastMemo* memo) {
   memo->valid = false;
-  PyObject* d = InstanceDictOf(self);
+  PyObject* d = guards::InstanceDict(self);
   if (d == nullptr) return -1;
   const Names& n = N();
   *callback = PyDict_GetItemWithError(d, n.callback);
@@ -218,7 +212,7 @@ int FastTargets(const ModuleCall* m, PyObject* self, PyObject** mod, PyObject** 
   if (modules == nullptr || !PyDict_Check(modules)) return -1;
   *mod = PyDict_GetItemWithError(modules, n.orig_mod);
   if (*mod == nullptr) return -1;
-  PyObject* md = InstanceDictOf(*mod);
+  PyObject* md = guards::InstanceDict(*mod);
   PyObject* globals = PyModule_GetDict(m->torch_module);
   if (md == nullptr || globals == nullptr) return -1;
   for (int i = 0; i < 4; ++i) {

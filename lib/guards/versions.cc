@@ -21,8 +21,8 @@ uint64_t DictTag(PyObject* d) {
 #endif
 }
 
-// The instance __dict__ of `o` (made if the instance keeps its attributes
-// inline), borrowed; null when it has none.
+}  // namespace
+
 PyObject* InstanceDict(PyObject* o) {
   PyObject** slot = _PyObject_GetDictPtr(o);
   if (slot == nullptr) {
@@ -32,6 +32,8 @@ PyObject* InstanceDict(PyObject* o) {
   PyObject* d = *slot;
   return d != nullptr && PyDict_CheckExact(d) ? d : nullptr;
 }
+
+namespace {
 
 bool IsDictOrODict(PyObject* d) { return PyDict_CheckExact(d) || Py_IS_TYPE(d, &PyODict_Type); }
 

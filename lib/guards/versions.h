@@ -80,6 +80,11 @@ bool VersionTagsReliable();
 uint64_t ReadDictEpoch();
 bool DictsUnchangedSince(uint64_t then, uint64_t* now);
 
+// The instance __dict__ of `o` (made if the instance keeps its attributes
+// inline), borrowed; null when it has none or it is not exactly a dict.
+// Never raises.
+PyObject* InstanceDict(PyObject* o);
+
 // A dict's version tag (see the header comment): equal readings of one
 // dict mean it has not changed in between. No Python code runs.
 uint64_t DictVersion(PyObject* dict);
