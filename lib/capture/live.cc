@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/bytecode/disassemble.h"
 #include "lib/bytecode/opcodes.h"
@@ -160,7 +161,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
     return out;
   }
   if (traced->break_info) *c.add_graph_breaks() = ToProto(*traced->break_info);
-  for (ir::Guard& g : traced->guards) *c.add_guards() = g;
+  for (ir::Guard& g : traced->guards) *c.add_guards() = std::move(g);
   if (!traced->stop) return absl::InternalError("a trace with breaks allowed did not stop");
   if (!traced->stop->progress && traced->stop->kind == trace::StopState::Kind::kRegion) {
     out.skip_reason = traced->break_info ? trace::FormatBreak(*traced->break_info)
@@ -174,18 +175,23 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
     return out;
   }
   for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = std::move(spec);
-  if (!rewritten->graph_name.empty()) {
-    *c.add_graphs() = traced->graph;
-    c.mutable_graphs(0)->set_name(rewritten->graph_name);  // the global the rewritten code calls it by
+  // Each attribute's metadata is its get_attr node's (the last one, as the
+  // loader sets it).
+  absl::flat_hash_map<absl::string_view, const ir::Node*> get_attr;
+  for (const ir::Node& n : traced->graph.nodes()) {
+    if (n.kind() == ir::Node::GET_ATTR) get_attr[n.target()] = &n;
   }
   for (const trace::GraphAttribute& a : traced->attributes) {
     ir::GraphAttribute* attr = c.add_attributes();
     attr->set_target(a.target);
     attr->set_source(a.source);
-    for (const ir::Node& n : traced->graph.nodes()) {
-      if (n.kind() == ir::Node::GET_ATTR && n.target() == a.target) *attr->mutable_meta() = n.meta().tensor();
-    }
+    if (auto it = get_attr.find(a.target); it != get_attr.end()) *attr->mutable_meta() = it->second->meta().tensor();
     out.attributes.emplace_back(a.target, a.value);
+  }
+  get_attr.clear();
+  if (!rewritten->graph_name.empty()) {
+    *c.add_graphs() = std::move(traced->graph);
+    c.mutable_graphs(0)->set_name(rewritten->graph_name);  // the global the rewritten code calls it by
   }
   ListBytecode(rewritten->code, c.mutable_rewritten_bytecode());
   out.code = rewritten->code;

@@ -697,7 +697,10 @@ PyObject* Answer(PyThreadState* ts, _PyInterpreterFrame* frame, int throw_flag, 
   const auto compile_started = std::chrono::steady_clock::now();
   absl::StatusOr<guards::GuardEvaluator> compiled = [&] {
     EvaluatorOff off;
-    return guards::GuardEvaluator::Compile(capture->guards(), view);
+    // The evaluator reads the capture's guards in place (for its messages)
+    // and holds the LiveCapture, which never changes them.
+    auto owner = std::make_shared<Object>(Object::Borrow(live));
+    return guards::GuardEvaluator::Compile(capture->guards(), view, std::move(owner));
   }();
   guard_compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - compile_started).count();
   if (python::RaisePendingInterrupt()) return nullptr;  // not a reason to skip the code

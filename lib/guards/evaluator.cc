@@ -568,7 +568,11 @@ bool IntsEqual(PyObject* t, const std::vector<int64_t>& want) {
 }  // namespace
 
 struct GuardEvaluator::Program {
-  std::vector<ir::Guard> guards;   // as compiled, for messages
+  // As compiled, for messages: views into `owned_guards` or into guards
+  // `guards_owner` keeps alive and unchanged (a live capture's).
+  std::vector<const ir::Guard*> guards;
+  std::vector<ir::Guard> owned_guards;
+  std::shared_ptr<const void> guards_owner;
   std::vector<GuardRef> refs;      // parallel to guards
   std::vector<Node> nodes;             // preorder
   std::vector<CompiledCheck> checks;   // grouped by node
@@ -1070,7 +1074,7 @@ bool Program::ShapeHolds(const ShapeCheck& c, std::string* why) const {
 }
 
 bool Program::Holds(const CompiledCheck& c, PyObject* v, std::string* why) const {
-  const ir::Guard& g = guards[static_cast<size_t>(c.guard)];
+  const ir::Guard& g = *guards[static_cast<size_t>(c.guard)];
   switch (c.kind) {
     case ir::Guard::ID_MATCH:
       if (SameObject(v, c.identity)) return true;
@@ -1256,7 +1260,7 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
     values.push_back(recorded);
     if (recorded == nullptr) {
       if (why != nullptr) {
-        *why = absl::StrCat(guards[guard].sources(static_cast<int>(values.size() - 1)), " cannot be read (",
+        *why = absl::StrCat(guards[guard]->sources(static_cast<int>(values.size() - 1)), " cannot be read (",
                             TakeErrorRepr(), ")");
       }
       python::ClearError();
@@ -1268,8 +1272,8 @@ bool Program::AliasHolds(size_t guard, const AliasCheck& a, const FrameView& f, 
       bool same = values[i] == values[j];
       if (same == (a.groups[i] == a.groups[j])) continue;
       if (why != nullptr) {
-        *why = absl::StrCat(guards[guard].sources(static_cast<int>(i)), " is ",
-                            guards[guard].sources(static_cast<int>(j)), ": expected ", same ? "False" : "True",
+        *why = absl::StrCat(guards[guard]->sources(static_cast<int>(i)), " is ",
+                            guards[guard]->sources(static_cast<int>(j)), ": expected ", same ? "False" : "True",
                             ", got ", same ? "True" : "False");
       }
       return false;
@@ -1344,7 +1348,7 @@ Object Program::Resolve(int node, const FrameView& f) const {
 
 std::optional<std::string> Program::ExplainGuard(size_t i, const FrameView& f) const {
   const GuardRef& ref = refs[i];
-  const std::string& source = guards[i].source();
+  const std::string& source = guards[i]->source();
   std::string why;
   if (ref.shape >= 0) {
     if (ShapeHolds(shapes[static_cast<size_t>(ref.shape)], &why)) return std::nullopt;
@@ -1471,8 +1475,11 @@ Object ReadGeneric(const Step& s, PyObject* base, const FrameView& f, const Prog
     case StepKind::kGlobal:
     case StepKind::kModule:
       return p.Read(s, base, f);
-    case StepKind::kAttr:
+    case StepKind::kAttr: {
+      Object found;  // a submodule or parameter without nn.Module.__getattr__
+      if (python::LookupWithoutPython(base, s.key.get(), &found) == python::Found::kFound) return found;
       return Object::Steal(PyObject_GetAttr(base, s.key.get()));
+    }
     case StepKind::kIndex:
     case StepKind::kKey:
       return Object::Steal(PyObject_GetItem(base, s.key.get()));
@@ -1973,17 +1980,27 @@ void PlanStamps(const std::vector<TreeNode>& tree, const std::vector<Object>& se
 }  // namespace
 
 absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(
-    const google::protobuf::RepeatedPtrField<ir::Guard>& guards, const FrameView& at_capture) {
-  return Compile(std::vector<ir::Guard>(guards.begin(), guards.end()), at_capture);
+    const google::protobuf::RepeatedPtrField<ir::Guard>& guards, const FrameView& at_capture,
+    std::shared_ptr<const void> owner) {
+  if (!owner) return Compile(std::vector<ir::Guard>(guards.begin(), guards.end()), at_capture);
+  auto p = std::make_shared<Program>();
+  p->guards.assign(guards.pointer_begin(), guards.pointer_end());
+  p->guards_owner = std::move(owner);
+  return Compile(std::move(p), at_capture);
 }
 
 absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::vector<ir::Guard> owned, const FrameView& at_capture) {
+  auto p = std::make_shared<Program>();
+  p->owned_guards = std::move(owned);
+  for (const ir::Guard& g : p->owned_guards) p->guards.push_back(&g);
+  return Compile(std::move(p), at_capture);
+}
+
+absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::shared_ptr<Program> p, const FrameView& at_capture) {
   if (at_capture.locals == nullptr || at_capture.names == nullptr || at_capture.globals == nullptr) {
     return absl::InvalidArgumentError("the frame needs locals, names and globals");
   }
-  auto p = std::make_shared<Program>();
-  p->guards = std::move(owned);
-  const std::vector<ir::Guard>& guards = p->guards;  // never changed again: views into it stay valid
+  const std::vector<const ir::Guard*>& guards = p->guards;  // never changed again: views into them stay valid
   p->refs.resize(guards.size());
   const std::pair<Object*, const char*> interned[] = {
       {&p->s_parameters, "_parameters"}, {&p->s_buffers, "_buffers"}, {&p->s_modules, "_modules"},
@@ -2070,7 +2087,7 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::vector<ir::Guard> ow
   };
 
   for (size_t gi = 0; gi < guards.size(); ++gi) {
-    const ir::Guard& g = guards[gi];
+    const ir::Guard& g = *guards[gi];
     auto fail = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat("guard ", ir::Guard::Kind_Name(g.kind()), " ", g.source(), ": ",
                                                  s.message()));

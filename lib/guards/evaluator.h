@@ -125,8 +125,12 @@ class GuardEvaluator {
   // any guard that does not hold on that frame.
   [[nodiscard]] static absl::StatusOr<GuardEvaluator> Compile(std::vector<ir::Guard> guards,
                                                               const FrameView& at_capture);
+  // With an `owner`, the evaluator reads `guards` in place (for its
+  // messages) and keeps `owner` alive, which keeps them alive and unchanged;
+  // without one, it copies them.
   [[nodiscard]] static absl::StatusOr<GuardEvaluator> Compile(
-      const google::protobuf::RepeatedPtrField<ir::Guard>& guards, const FrameView& at_capture);
+      const google::protobuf::RepeatedPtrField<ir::Guard>& guards, const FrameView& at_capture,
+      std::shared_ptr<const void> owner = nullptr);
 
   // True when every guard holds.
   bool Check(const FrameView& frame) const;
@@ -170,6 +174,7 @@ class GuardEvaluator {
 
  private:
   explicit GuardEvaluator(std::shared_ptr<const Program> program) : program_(std::move(program)) {}
+  static absl::StatusOr<GuardEvaluator> Compile(std::shared_ptr<Program> p, const FrameView& at_capture);
   std::shared_ptr<const Program> program_;
 };
 

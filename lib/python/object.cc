@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/python/error.h"
 
@@ -51,22 +52,47 @@ std::string ShortName(const Object& callable) {
 
 }  // namespace
 
-bool HasAttr(PyObject* obj, const char* name) {
-  Object value = Object::Steal(PyObject_GetAttrString(obj, name));
-  if (!value) ClearError();
-  return static_cast<bool>(value);
+PyObject* Interned(absl::string_view name) {
+  // Leaked on purpose, like every cache of Python objects here (see
+  // Object's destructor). It grows with the distinct names asked for: the
+  // identifiers of the code traced, as CPython's own table of them does.
+  static auto* table = new absl::flat_hash_map<std::string, PyObject*>();
+  if (auto it = table->find(name); it != table->end()) return it->second;
+  PyObject* s = PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size()));
+  if (s == nullptr) return nullptr;
+  PyUnicode_InternInPlace(&s);
+  table->emplace(std::string(name), s);
+  return s;
 }
 
+namespace {
+
+// o.name: 1 with a new reference in *out, 0 when o has no such attribute
+// (for most classes known without making an AttributeError), -1 with an
+// exception set.
+int LookupAttr(PyObject* o, PyObject* name, PyObject** out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(o, name, out);
+#else
+  return _PyObject_LookupAttr(o, name, out);
+#endif
+}
+
+}  // namespace
+
+bool HasAttr(PyObject* obj, const char* name) { return static_cast<bool>(Attr(obj, name)); }
+
 absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name) {
-  Object key = FromString(name);
-  return Checked(PyObject_GetAttr(obj.get(), key.get()),
+  PyObject* key = Interned(name);
+  return Checked(key != nullptr ? PyObject_GetAttr(obj.get(), key) : nullptr,
                  [&] { return absl::StrCat("getattr(", TypeName(obj), ", '", name, "')"); });
 }
 
 Object Attr(PyObject* o, const char* name) {
-  Object a = Object::Steal(PyObject_GetAttrString(o, name));
-  if (!a) ClearError();
-  return a;
+  PyObject* key = Interned(name);
+  PyObject* value = nullptr;
+  if (key == nullptr || LookupAttr(o, key, &value) < 0) ClearError();
+  return Object::Steal(value);
 }
 
 absl::StatusOr<Object> Import(absl::string_view module) {
@@ -187,44 +213,62 @@ PyObject* NnModuleGetattr() {
 
 }  // namespace
 
-bool SurelyLacks(PyObject* o, const char* name) {
-  if (PyErr_Occurred()) return false;  // from here on, any error set is ours to clear
-  Object key = Object::Steal(PyUnicode_InternFromString(name));
-  if (!key) {
+Found LookupWithoutPython(PyObject* o, PyObject* name, Object* value) {
+  if (PyErr_Occurred() || name == nullptr) return Found::kUnknown;  // from here on, any error set is ours to clear
+  auto unknown = [] {
     PyErr_Clear();
-    return false;
-  }
+    return Found::kUnknown;
+  };
   PyTypeObject* t = Py_TYPE(o);
-  if (_PyType_Lookup(t, key.get()) != nullptr) return false;
-  PyObject** slot = _PyObject_GetDictPtr(o);
-  PyObject* dict = slot != nullptr ? *slot : nullptr;
-  if (PyErr_Occurred()) {
-    PyErr_Clear();
-    return false;
-  }
-  if (dict != nullptr && (!PyDict_CheckExact(dict) || PyDict_Contains(dict, key.get()) != 0)) {
-    PyErr_Clear();
-    return false;
-  }
-  if (t->tp_getattro == PyObject_GenericGetAttr) return true;
-  // A Python class with object's __getattribute__ and nn.Module's __getattr__.
-  static PyObject* const object_getattribute = TypeDictItem(&PyBaseObject_Type, "__getattribute__");
-  PyObject* nn_getattr = NnModuleGetattr();
-  Object getattribute_name = FromString("__getattribute__"), getattr_name = FromString("__getattr__");
-  if (nn_getattr == nullptr || !getattribute_name || !getattr_name || dict == nullptr ||
-      _PyType_Lookup(t, getattribute_name.get()) != object_getattribute ||
-      _PyType_Lookup(t, getattr_name.get()) != nn_getattr) {
-    PyErr_Clear();
-    return false;
-  }
-  for (const char* holder : {"_parameters", "_buffers", "_modules"}) {
-    PyObject* d = PyDict_GetItemString(dict, holder);
-    if (d == nullptr || !PyDict_Check(d) || PyDict_Contains(d, key.get()) != 0) {
-      PyErr_Clear();
-      return false;
+  // object's own lookup, or a Python class with object's __getattribute__
+  // and nn.Module's __getattr__, which looks in _parameters, _buffers and
+  // _modules, in that order, and raises AttributeError if none has the
+  // name. Any other (a class object's, a Python __getattr__) runs code.
+  const bool generic = t->tp_getattro == PyObject_GenericGetAttr;
+  if (!generic) {
+    static PyObject* const object_getattribute = TypeDictItem(&PyBaseObject_Type, "__getattribute__");
+    PyObject* nn_getattr = NnModuleGetattr();
+    PyObject* getattribute_name = Interned("__getattribute__");
+    PyObject* getattr_name = Interned("__getattr__");
+    if (nn_getattr == nullptr || getattribute_name == nullptr || getattr_name == nullptr ||
+        _PyType_Lookup(t, getattribute_name) != object_getattribute || _PyType_Lookup(t, getattr_name) != nn_getattr) {
+      return unknown();
     }
   }
-  return true;
+  // A class attribute or a descriptor of that name decides (or shares the
+  // decision): only Python's own read knows.
+  if (_PyType_Lookup(t, name) != nullptr) return Found::kUnknown;
+  PyObject** slot = _PyObject_GetDictPtr(o);
+  PyObject* dict = slot != nullptr ? *slot : nullptr;
+  if (PyErr_Occurred()) return unknown();
+  if (dict != nullptr) {
+    if (!PyDict_CheckExact(dict)) return unknown();
+    if (PyObject* v = PyDict_GetItemWithError(dict, name)) {
+      *value = Object::Borrow(v);
+      return Found::kFound;
+    }
+    if (PyErr_Occurred()) return unknown();
+  }
+  if (generic) return Found::kMissing;
+  if (dict == nullptr) return Found::kUnknown;
+  for (const char* holder : {"_parameters", "_buffers", "_modules"}) {
+    PyObject* key = Interned(holder);
+    PyObject* d = key != nullptr ? PyDict_GetItemWithError(dict, key) : nullptr;
+    // A module without one (mid-__init__) or with a dict subclass there
+    // (its own `in` and [] would run): Python's read it is.
+    if (d == nullptr || !PyDict_CheckExact(d)) return unknown();
+    if (PyObject* v = PyDict_GetItemWithError(d, name)) {
+      *value = Object::Borrow(v);
+      return Found::kFound;
+    }
+    if (PyErr_Occurred()) return unknown();
+  }
+  return Found::kMissing;
+}
+
+bool SurelyLacks(PyObject* o, const char* name) {
+  Object unused;
+  return LookupWithoutPython(o, Interned(name), &unused) == Found::kMissing;
 }
 
 bool IsTupleIterator(PyObject* o) {

@@ -58,6 +58,10 @@ class Object {
 // Small conveniences over the C API; each returns a Status carrying the Python
 // exception (see error.h) instead of leaving it set.
 absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name);
+// The interned str for `name`, made once per process (borrowed; null, with
+// the exception set, only when it cannot be made): an attribute or key name
+// Python hashes once and compares by address.
+PyObject* Interned(absl::string_view name);
 // hasattr(): false when the lookup raises, but unlike PyObject_HasAttr an
 // interrupt raised meanwhile is set aside (ClearError), not dropped.
 bool HasAttr(PyObject* obj, const char* name);
@@ -98,6 +102,17 @@ PyObject* TypeDictItem(PyTypeObject* type, const char* name);
 // nn.Module instance lacks; asking runs nn.Module.__getattr__ to raise,
 // about a microsecond per object, twice per capture.) Never raises.
 bool SurelyLacks(PyObject* o, const char* name);
+
+// o.name decided without running any Python code, where that is certain:
+// kFound (*value set) from the instance dict, or from nn.Module's
+// _parameters, _buffers or _modules where its __getattr__ would look;
+// kMissing where getattr is sure to raise (SurelyLacks); kUnknown where a
+// class attribute, a descriptor or another __getattr__/__getattribute__
+// has a say: read it with PyObject_GetAttr. `name` is a str (Interned).
+// Never raises. Reading a submodule this way skips a failed generic lookup
+// and a call of nn.Module.__getattr__ in Python (about a microsecond).
+enum class Found { kUnknown, kMissing, kFound };
+Found LookupWithoutPython(PyObject* o, PyObject* name, Object* value);
 
 // Exactly a tuple's iterator (iter(a_tuple)).
 bool IsTupleIterator(PyObject* o);

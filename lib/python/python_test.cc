@@ -154,7 +154,24 @@ TEST_CASE("SurelyLacks: only where getattr is sure to raise, nn.Module's __getat
                                  "named._modules['__qualname__'] = 'registered'\n"
                                  "written = Plain()\n"
                                  "written.__qualname__ = 'written'\n"
-                                 "def function():\n    pass\n");
+                                 "def function():\n    pass\n"
+                                 "holder = Conv()\n"
+                                 "holder._parameters['weight'] = 'w'\n"
+                                 "holder._buffers['weight'] = 'shadowed'\n"
+                                 "holder._buffers['mean'] = 'm'\n"
+                                 "holder._modules['child'] = plain\n"
+                                 "holder.training = True\n"
+                                 "class Klass:\n"
+                                 "    level = 1\n"
+                                 "    @classmethod\n"
+                                 "    def make(cls):\n        return cls\n"
+                                 "instance = Klass()\n"
+                                 "instance.own = 2\n"
+                                 "class Described(Module):\n"
+                                 "    @property\n"
+                                 "    def child(self):\n        return 'property'\n"
+                                 "described = Described()\n"
+                                 "described._modules['child'] = plain\n");
   absl::StatusOr<Object> m = ImportScript(script);
   DYNAMO_REQUIRE_OK(m);
   auto lacks = [&](const char* object, const char* name) {
@@ -177,6 +194,33 @@ TEST_CASE("SurelyLacks: only where getattr is sure to raise, nn.Module's __getat
   CHECK_FALSE(lacks("Conv", "__qualname__"));   // a class has one
   CHECK_FALSE(lacks("conv", "__module__"));     // from its class
   CHECK(lacks("conv", "no_such_attribute"));
+
+  // LookupWithoutPython: what it finds is what getattr finds, and where a
+  // class attribute, a descriptor or another __getattr__ has a say it
+  // leaves the read to Python.
+  auto lookup = [&](const char* object, const char* name) {
+    absl::StatusOr<Object> o = GetAttr(*m, object);
+    REQUIRE(o.ok());
+    Object value;
+    Found found = LookupWithoutPython(o->get(), Interned(name), &value);
+    CHECK_FALSE(PyErr_Occurred());
+    Object got = Object::Steal(PyObject_GetAttrString(o->get(), name));
+    PyErr_Clear();
+    if (found == Found::kFound) CHECK(value.get() == got.get());
+    if (found == Found::kMissing) CHECK_FALSE(got);
+    return found;
+  };
+  CHECK(lookup("holder", "weight") == Found::kFound);  // _parameters before _buffers
+  CHECK(lookup("holder", "mean") == Found::kFound);
+  CHECK(lookup("holder", "child") == Found::kFound);
+  CHECK(lookup("holder", "training") == Found::kFound);  // the instance dict
+  CHECK(lookup("holder", "nothing") == Found::kMissing);
+  CHECK(lookup("instance", "own") == Found::kFound);
+  CHECK(lookup("instance", "level") == Found::kUnknown);     // a class attribute
+  CHECK(lookup("Klass", "make") == Found::kUnknown);         // a class's dict holds the classmethod itself
+  CHECK(lookup("described", "child") == Found::kUnknown);    // the property wins over _modules
+  CHECK(lookup("own", "anything") == Found::kUnknown);       // its own __getattr__
+  CHECK(lookup("plain", "nothing") == Found::kMissing);
 }
 
 TEST_CASE("ResolveTarget: functions, methods, bound methods and errors", "[python]") {

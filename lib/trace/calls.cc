@@ -77,25 +77,69 @@ bool IsParameter(PyObject* obj) {
   return r == 1;
 }
 
+// A torch.dtype object's DType. torch's dtypes are singletons: each is
+// named once, by its str(), and found by address after (the cache holds a
+// reference, so no other object takes the address).
+std::optional<ops::DType> DTypeOf(PyObject* dtype) {
+  static auto* cache = new absl::flat_hash_map<PyObject*, ops::DType>();  // leaked, as TorchAttr's
+  if (dtype == nullptr) return std::nullopt;
+  if (auto it = cache->find(dtype); it != cache->end()) return it->second;
+  Object text = Object::Steal(PyObject_Str(dtype));
+  absl::StatusOr<std::string> name = text ? python::AsString(text) : absl::UnknownError("dtype");
+  std::optional<ops::DType> d = name.ok() ? ops::DTypeFromName(*name) : std::nullopt;
+  python::ClearError();
+  if (d && reinterpret_cast<PyObject*>(Py_TYPE(dtype)) == TorchAttr("dtype").get()) {
+    cache->emplace(Object::Borrow(dtype).release(), *d);
+  }
+  return d;
+}
+
+// The ints of a tuple (torch.Size is one), or false.
+bool TupleInts(PyObject* t, std::vector<int64_t>* out) {
+  if (t == nullptr || !PyTuple_Check(t)) return false;
+  const Py_ssize_t n = PyTuple_GET_SIZE(t);
+  out->reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+    if (v == -1 && PyErr_Occurred()) {
+      python::ClearError();
+      return false;
+    }
+    out->push_back(v);
+  }
+  return true;
+}
+
 // Real tensors (parameters, buffers, global tensors): their metadata.
 absl::StatusOr<ops::TensorMeta> MetaOf(PyObject* tensor) {
   ops::TensorMeta meta;
-  Object dtype = Object::Steal(PyObject_Str(Attr(tensor, "dtype").get()));
-  absl::StatusOr<std::string> dtype_name = dtype ? python::AsString(dtype) : absl::UnknownError("dtype");
-  std::optional<ops::DType> d = dtype_name.ok() ? ops::DTypeFromName(*dtype_name) : std::nullopt;
+  std::optional<ops::DType> d = DTypeOf(Attr(tensor, "dtype").get());
   if (!d) return absl::InvalidArgumentError("tensor with an unsupported dtype");
   meta.dtype = *d;
-  absl::StatusOr<std::vector<Object>> shape = python::AsVector(Attr(tensor, "shape"));
-  absl::StatusOr<Object> strides = python::CallMethod(Object::Borrow(tensor), "stride");
-  if (!shape.ok() || !strides.ok()) return absl::InvalidArgumentError("tensor without sizes");
-  for (const Object& s : *shape) meta.sizes.push_back(*python::AsLong(s));
-  absl::StatusOr<std::vector<Object>> stride_items = python::AsVector(*strides);
-  for (const Object& s : *stride_items) meta.strides.push_back(*python::AsLong(s));
-  Object device = Attr(tensor, "device");
-  absl::StatusOr<std::string> type = python::AsString(Attr(device.get(), "type"));
-  meta.device.type = type.ok() ? *type : "cpu";
-  Object index = Attr(device.get(), "index");
-  meta.device.index = index && index.get() != Py_None ? *python::AsLong(index) : -1;
+  PyObject* stride_name = python::Interned("stride");
+  Object strides = stride_name ? Object::Steal(PyObject_CallMethodNoArgs(tensor, stride_name)) : Object();
+  if (!TupleInts(Attr(tensor, "shape").get(), &meta.sizes) || !TupleInts(strides.get(), &meta.strides)) {
+    python::ClearError();
+    return absl::InvalidArgumentError("tensor without sizes");
+  }
+  // A CPU tensor's device is torch.device('cpu'): is_cpu says so without
+  // making a device object, where both are torch's own getters.
+  static PyObject* const base = TorchAttr("_C.TensorBase").get();
+  auto torchs = [&](const char* name) {
+    PyObject* key = python::Interned(name);
+    return key != nullptr && base != nullptr && PyType_Check(base) &&
+           _PyType_Lookup(Py_TYPE(tensor), key) == _PyType_Lookup(reinterpret_cast<PyTypeObject*>(base), key);
+  };
+  if (torchs("device") && torchs("is_cpu") && Attr(tensor, "is_cpu").get() == Py_True) {
+    meta.device.type = "cpu";
+    meta.device.index = -1;
+  } else {
+    Object device = Attr(tensor, "device");
+    absl::StatusOr<std::string> type = python::AsString(Attr(device.get(), "type"));
+    meta.device.type = type.ok() ? *type : "cpu";
+    Object index = Attr(device.get(), "index");
+    meta.device.index = index && index.get() != Py_None ? *python::AsLong(index) : -1;
+  }
   meta.requires_grad = Attr(tensor, "requires_grad").get() == Py_True;
   return meta;
 }
@@ -2509,8 +2553,8 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         // A Python __getattribute__ runs user code on every read (it may
         // make a new object each time, as a tensor built in it): reading
         // through it here would freeze one call's answer.
-        Object key = python::FromString("__getattribute__");
-        PyObject* getattribute = _PyType_Lookup(Py_TYPE(obj->object.get()), key.get());  // borrowed
+        PyObject* key = python::Interned("__getattribute__");
+        PyObject* getattribute = key ? _PyType_Lookup(Py_TYPE(obj->object.get()), key) : nullptr;  // borrowed
         if (getattribute != nullptr && PyFunction_Check(getattribute) && obj->source) {
           // An object read from the frame: the override is inlined as the
           // interpreter calls it, type(obj).__getattribute__(obj, name), so
@@ -2534,8 +2578,8 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
         // here, the trace would keep one call's answer and the guards would
         // run the code again on every check. A property's getter is inlined
         // as the read; any other Python __get__ is a graph break.
-        Object key = python::FromString(name);
-        PyObject* d = _PyType_Lookup(Py_TYPE(obj->object.get()), key.get());  // borrowed
+        PyObject* key = python::Interned(name);
+        PyObject* d = key ? _PyType_Lookup(Py_TYPE(obj->object.get()), key) : nullptr;  // borrowed
         if (d != nullptr && Py_TYPE(d) == &PyProperty_Type) {
           Object fget = Attr(d, "fget");
           if (fget && PyFunction_Check(fget.get())) {
@@ -2553,7 +2597,13 @@ absl::StatusOr<VarPtr> Translator::GetAttr(const VarPtr& obj, const std::string&
                        "its answer is only known by running it");
         }
       }
-      Object value = Object::Steal(PyObject_GetAttrString(obj->object.get(), name.c_str()));
+      // A submodule, a parameter, an instance attribute: found where
+      // Python would find it, without running nn.Module.__getattr__.
+      PyObject* key = python::Interned(name);
+      Object value;
+      if (key == nullptr || python::LookupWithoutPython(obj->object.get(), key, &value) != python::Found::kFound) {
+        value = key != nullptr ? Object::Steal(PyObject_GetAttr(obj->object.get(), key)) : Object();
+      }
       if (!value) {
         absl::Status error = python::FetchError("");
         return Break(ir::GraphBreak::OTHER,
@@ -2903,7 +2953,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
 
   TraceResult out;
   out.graph = std::move(graph_).Finish();
-  out.guards = guards_.guards();
+  out.guards = std::move(guards_).Take();
   FinishShapes(out.guards, out.graph);
   out.attributes = std::move(attributes_);
   out.inputs = std::move(specs);
@@ -3011,7 +3061,7 @@ absl::StatusOr<TraceResult> Translator::Stopped(StopState st) {
 
   TraceResult result;
   result.graph = std::move(graph_).Finish();
-  result.guards = guards_.guards();
+  result.guards = std::move(guards_).Take();
   FinishShapes(result.guards, result.graph);
   result.attributes = std::move(attributes_);
   result.placeholder_sources = std::move(placeholder_sources_);

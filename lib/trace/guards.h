@@ -5,7 +5,7 @@
 //   GuardSet guards;
 //   guards.TensorMatch(Source::Local("x"), meta);          // L['x'] dtype/shape/...
 //   guards.EqualsMatch(Source::Local("n"), FromLong(3));   // L['n'] == 3
-//   std::vector<ir::Guard> out = guards.guards();
+//   std::vector<ir::Guard> out = std::move(guards).Take();
 #pragma once
 
 #include <string>
@@ -64,6 +64,8 @@ class GuardSet {
   void GlobalString(const std::string& name, const std::string& value);
 
   const std::vector<ir::Guard>& guards() const { return guards_; }
+  // The guards, moved out: the set is done (a trace's last step).
+  std::vector<ir::Guard> Take() && { return std::move(guards_); }
 
  private:
   ir::Guard* Add(ir::Guard::Kind kind, const std::string& source, const std::string& key = "");

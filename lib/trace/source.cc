@@ -45,25 +45,32 @@ SourcePtr Source::Call(SourcePtr base, std::string method) {
   return SourcePtr(new Source(Kind::kCall, std::move(base), std::move(method), false, 0));
 }
 
-std::string Source::ToString() const {
+Source::Source(Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index)
+    : kind_(kind), base_(std::move(base)), name_(std::move(name)), is_index_(is_index), index_(index) {
   switch (kind_) {
     case Kind::kLocal:
-      return absl::StrCat("L[", QuoteKey(name_), "]");
+      text_ = absl::StrCat("L[", QuoteKey(name_), "]");
+      break;
     case Kind::kGlobal:
-      return absl::StrCat("G[", QuoteKey(name_), "]");
+      text_ = absl::StrCat("G[", QuoteKey(name_), "]");
+      break;
     case Kind::kModule:
-      return absl::StrCat("sys.modules[", QuoteKey(name_), "]");
+      text_ = absl::StrCat("sys.modules[", QuoteKey(name_), "]");
+      break;
     case Kind::kAttr:
-      return absl::StrCat(base_->ToString(), ".", name_);
+      text_ = absl::StrCat(base_->text_, ".", name_);
+      break;
     case Kind::kItem:
-      return absl::StrCat(base_->ToString(), "[",
-                          is_index_ ? absl::StrCat(index_) : QuoteKey(name_), "]");
+      text_ = is_index_ ? absl::StrCat(base_->text_, "[", index_, "]")
+                        : absl::StrCat(base_->text_, "[", QuoteKey(name_), "]");
+      break;
     case Kind::kDictEntry:
-      return absl::StrCat(base_->ToString(), ".", name_, "()[", index_, "]");
+      text_ = absl::StrCat(base_->text_, ".", name_, "()[", index_, "]");
+      break;
     case Kind::kCall:
-      return absl::StrCat(base_->ToString(), ".", name_, "()");
+      text_ = absl::StrCat(base_->text_, ".", name_, "()");
+      break;
   }
-  return "?";
 }
 
 }  // namespace dynamo::trace

@@ -53,17 +53,18 @@ class Source {
   int64_t index() const { return index_; }  // an item's index, a dict entry's position
 
   // Dynamo's notation: L['x'], G['torch'].sin, L['self'].layers[0].weight.
-  std::string ToString() const;
+  // Made once, when the source is: every guard on a path and every path
+  // under it needs it, and a path's text is its base's plus one step.
+  const std::string& ToString() const { return text_; }
 
  private:
-  Source(Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index)
-      : kind_(kind), base_(std::move(base)), name_(std::move(name)), is_index_(is_index),
-        index_(index) {}
+  Source(Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index);
   Kind kind_;
   SourcePtr base_;
   std::string name_;
   bool is_index_ = false;
   int64_t index_ = 0;
+  std::string text_;
 };
 
 }  // namespace dynamo::trace
