@@ -132,11 +132,7 @@ absl::StatusOr<std::vector<Token>> ParseSource(absl::string_view s) {
 // ---------------------------------------------------------------------------
 // Small C-API helpers.
 
-Object Intern(absl::string_view s) {
-  PyObject* o = PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
-  if (o != nullptr) PyUnicode_InternInPlace(&o);
-  return Object::Steal(o);
-}
+Object Intern(absl::string_view s) { return Object::Borrow(python::Interned(s)); }
 
 // d[key] as a new reference; KeyError (like a Python dict) when missing.
 Object DictItem(PyObject* dict, PyObject* key) {
@@ -178,37 +174,7 @@ std::string Str(PyObject* o) {
   return *text;
 }
 
-std::string AttrText(PyObject* o, const char* name) {
-  if (python::SurelyLacks(o, name)) return "";
-  Object a = Object::Steal(PyObject_GetAttrString(o, name));
-  if (!a) {
-    python::ClearError();
-    return "";
-  }
-  absl::StatusOr<std::string> s = python::AsString(a);
-  return s.ok() ? *s : "";
-}
-
-// The stable name an ID_MATCH / TYPE_MATCH guard records; the same rule as
-// IdentityName in lib/trace/guards.cc and identity_name in
-// python/dynamo/guards.py (this stage sits below trace/, so it has its own).
-std::string IdentityName(PyObject* o) {
-  if (PyModule_Check(o)) return absl::StrCat("module ", AttrText(o, "__name__"));
-  std::string qualname = AttrText(o, "__qualname__");
-  if (!qualname.empty()) {
-    std::string module = AttrText(o, "__module__");
-    return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
-  }
-  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
-  std::string type_module = AttrText(type, "__module__"), type_name = AttrText(type, "__qualname__");
-  if (type_module == "torch" && (type_name == "dtype" || type_name == "layout" || type_name == "memory_format")) {
-    Object repr = Object::Steal(PyObject_Repr(o));  // torch's singletons name themselves: "torch.float32"
-    absl::StatusOr<std::string> text = repr ? python::AsString(repr) : absl::UnknownError("repr");
-    python::ClearError();
-    if (text.ok()) return *text;
-  }
-  return absl::StrCat("instance of ", type_module, ".", type_name);
-}
+using python::IdentityName;
 
 // A type as it was when a fast path was planned: valid while the object's
 // type is this one and the type (and its bases) has not been modified since,

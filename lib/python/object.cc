@@ -271,6 +271,36 @@ bool SurelyLacks(PyObject* o, const char* name) {
   return LookupWithoutPython(o, Interned(name), &unused) == Found::kMissing;
 }
 
+namespace {
+
+// o.name as text, "" when it is missing or no str.
+std::string AttrText(PyObject* o, const char* name) {
+  if (SurelyLacks(o, name)) return "";
+  Object a = Attr(o, name);
+  absl::StatusOr<std::string> s = a && PyUnicode_Check(a.get()) ? AsString(a) : absl::NotFoundError("");
+  return s.ok() ? *s : "";
+}
+
+}  // namespace
+
+std::string IdentityName(PyObject* o) {
+  if (PyModule_Check(o)) return absl::StrCat("module ", AttrText(o, "__name__"));
+  std::string qualname = AttrText(o, "__qualname__");
+  if (!qualname.empty()) {
+    std::string module = AttrText(o, "__module__");
+    return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
+  }
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  std::string type_module = AttrText(type, "__module__"), type_name = AttrText(type, "__qualname__");
+  if (type_module == "torch" && (type_name == "dtype" || type_name == "layout" || type_name == "memory_format")) {
+    Object repr = Object::Steal(PyObject_Repr(o));  // torch's singletons name themselves: "torch.float32"
+    absl::StatusOr<std::string> text = repr ? AsString(repr) : absl::UnknownError("repr");
+    ClearError();
+    if (text.ok()) return *text;
+  }
+  return absl::StrCat("instance of ", type_module, ".", type_name);
+}
+
 bool IsTupleIterator(PyObject* o) {
   static PyTypeObject* const type = [] {
     Object empty = Object::Steal(PyTuple_New(0));

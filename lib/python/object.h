@@ -114,6 +114,14 @@ bool SurelyLacks(PyObject* o, const char* name);
 enum class Found { kUnknown, kMissing, kFound };
 Found LookupWithoutPython(PyObject* o, PyObject* name, Object* value);
 
+// The stable name an ID_MATCH / TYPE_MATCH guard records for an object
+// (addresses mean nothing outside the process): "module torch",
+// "torch.nn.functional.relu" (module and __qualname__), "torch.float32" for
+// torch's dtype, layout and memory_format singletons, "instance of
+// mymodel.MLP" for anything else. python/dynamo/guards.py's identity_name
+// is the same rule. Never raises.
+std::string IdentityName(PyObject* o);
+
 // Exactly a tuple's iterator (iter(a_tuple)).
 bool IsTupleIterator(PyObject* o);
 // A NumPy number or bool scalar (np.int64(3), np.float32(0.5), np.bool_):

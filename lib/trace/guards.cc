@@ -66,33 +66,10 @@ void GuardSet::EqualsMatch(const SourcePtr& source, const python::Object& value)
   }
 }
 
-std::string IdentityName(const python::Object& value) {
-  PyObject* o = value.get();
-  auto attr = [](PyObject* obj, const char* name) -> std::string {
-    if (python::SurelyLacks(obj, name)) return "";
-    python::Object a = python::Object::Steal(PyObject_GetAttrString(obj, name));
-    if (!a) python::ClearError();
-    absl::StatusOr<std::string> s = a ? python::AsString(a) : absl::NotFoundError("");
-    return s.ok() ? *s : "";
-  };
-  if (PyModule_Check(o)) return absl::StrCat("module ", attr(o, "__name__"));
-  std::string qualname = attr(o, "__qualname__");
-  if (!qualname.empty()) {
-    std::string module = attr(o, "__module__");
-    return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
-  }
-  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
-  std::string type_module = attr(type, "__module__"), type_name = attr(type, "__qualname__");
-  if (type_module == "torch" && (type_name == "dtype" || type_name == "layout" || type_name == "memory_format")) {
-    return python::Repr(value);  // torch's singletons name themselves: "torch.float32"
-  }
-  return absl::StrCat("instance of ", type_module, ".", type_name);
-}
-
 void GuardSet::IdMatch(const SourcePtr& source, const python::Object& value) {
   if (!source) return;
   if (ir::Guard* g = Add(ir::Guard::ID_MATCH, source->ToString())) {
-    g->mutable_value()->set_string_value(IdentityName(value));
+    g->mutable_value()->set_string_value(python::IdentityName(value.get()));
     g->set_reason("object identity read during the trace");
   }
 }
@@ -101,7 +78,7 @@ void GuardSet::TypeMatch(const SourcePtr& source, const python::Object& value) {
   if (!source) return;
   if (ir::Guard* g = Add(ir::Guard::TYPE_MATCH, source->ToString())) {
     python::Object type = python::Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(value.get())));
-    g->mutable_value()->set_string_value(IdentityName(type));  // "mymodel.Config", "builtins.int"
+    g->mutable_value()->set_string_value(python::IdentityName(type.get()));  // "mymodel.Config", "builtins.int"
     g->set_reason("type read during the trace");
   }
 }
@@ -112,8 +89,8 @@ void GuardSet::Reidentify(const SourcePtr& source, const python::Object& value) 
   python::Object type = python::Object::Borrow(reinterpret_cast<PyObject*>(Py_TYPE(value.get())));
   for (ir::Guard& g : guards_) {
     if (g.source() != path) continue;
-    if (g.kind() == ir::Guard::ID_MATCH) g.mutable_value()->set_string_value(IdentityName(value));
-    if (g.kind() == ir::Guard::TYPE_MATCH) g.mutable_value()->set_string_value(IdentityName(type));
+    if (g.kind() == ir::Guard::ID_MATCH) g.mutable_value()->set_string_value(python::IdentityName(value.get()));
+    if (g.kind() == ir::Guard::TYPE_MATCH) g.mutable_value()->set_string_value(python::IdentityName(type.get()));
   }
 }
 

@@ -20,9 +20,6 @@
 
 namespace dynamo::trace {
 
-// "module torch", "torch.nn.functional.relu", "instance of mymodel.MLP".
-std::string IdentityName(const python::Object& value);
-
 class GuardSet {
  public:
   // dtype, device, sizes, strides, requires_grad of a tensor input.
@@ -34,10 +31,10 @@ class GuardSet {
   // value == expected, for constants (None becomes IS_NONE).
   void EqualsMatch(const SourcePtr& source, const python::Object& value);
   // value is this very object (modules, functions, classes, nn.Modules). The
-  // recorded expectation is a stable name (IdentityName), since addresses
+  // recorded expectation is a stable name (python::IdentityName), since addresses
   // mean nothing outside this process; the live cache compares identity.
   void IdMatch(const SourcePtr& source, const python::Object& value);
-  // type(value) is the type of `value` (recorded as IdentityName of the type).
+  // type(value) is the type of `value` (recorded as python::IdentityName of the type).
   void TypeMatch(const SourcePtr& source, const python::Object& value);
   // `value`, at `source`, changed class during the trace (a lazy module
   // becoming its cls_to_become when it initialized): the ID_MATCH and
