@@ -1384,9 +1384,16 @@ Known FindKnown() {
 }
 
 PyObject* TypeLookup(PyTypeObject* t, const char* name) {
-  Object n = Intern(name);
-  return n ? _PyType_Lookup(t, n.get()) : nullptr;
+  PyObject* n = python::Interned(name);
+  return n ? _PyType_Lookup(t, n) : nullptr;
 }
+
+PyObject* TypeLookup(PyTypeObject* t, const python::Name& name) {
+  PyObject* n = name.get();
+  return n ? _PyType_Lookup(t, n) : nullptr;
+}
+
+const python::Name kGetattributeName("__getattribute__"), kGetattrName("__getattr__");
 
 // object.__getattribute__ or any wrapper of the generic lookup.
 bool IsGenericGetattribute(PyObject* ga) {
@@ -1401,7 +1408,7 @@ bool HasInstanceDict(PyTypeObject* t) {
 // How `step` (an attribute) reads from objects like `base`.
 void PlanAttr(Step& step, PyObject* base, const Known& k) {
   PyTypeObject* t = Py_TYPE(base);
-  PyObject* ga = TypeLookup(t, "__getattribute__");
+  PyObject* ga = TypeLookup(t, kGetattributeName);
   bool generic = IsGenericGetattribute(ga);
   bool module = ga != nullptr && ga == k.module_getattribute;
   if ((!generic && !module) || !HasInstanceDict(t)) return;
@@ -1409,7 +1416,7 @@ void PlanAttr(Step& step, PyObject* base, const Known& k) {
   if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return;  // a data descriptor wins
   Plan plan = Plan::kDict;
   if (generic && descr == nullptr && k.nn_module_getattr != nullptr &&
-      TypeLookup(t, "__getattr__") == k.nn_module_getattr) {
+      TypeLookup(t, kGetattrName) == k.nn_module_getattr) {
     plan = Plan::kNnModule;
   }
   if (step.pin.Pin(t)) step.plan = plan;
@@ -1418,7 +1425,7 @@ void PlanAttr(Step& step, PyObject* base, const Known& k) {
 // Sequential / ModuleList / ModuleDict, when `v`'s class uses their methods.
 Plan PlanContainer(PyObject* v, PinnedType* pin, const Known& k, bool for_len) {
   PyTypeObject* t = Py_TYPE(v);
-  if (!HasInstanceDict(t) || !IsGenericGetattribute(TypeLookup(t, "__getattribute__"))) return Plan::kGeneric;
+  if (!HasInstanceDict(t) || !IsGenericGetattribute(TypeLookup(t, kGetattributeName))) return Plan::kGeneric;
   PyObject* descr = TypeLookup(t, "_modules");
   if (descr != nullptr) return Plan::kGeneric;
   PyObject* getitem = TypeLookup(t, "__getitem__");
@@ -1629,7 +1636,7 @@ absl::StatusOr<TensorSpec> CompileTensor(const ir::TensorMeta& meta, PyObject* v
   t.requires_grad_get = getset("requires_grad");
   PyObject* stride = TypeLookup(type, "stride");
   t.stride = stride != nullptr && Py_IS_TYPE(stride, &PyMethodDescr_Type) ? stride : nullptr;
-  bool generic = IsGenericGetattribute(TypeLookup(type, "__getattribute__"));
+  bool generic = IsGenericGetattribute(TypeLookup(type, kGetattributeName));
   t.exact_type = reinterpret_cast<PyObject*>(type);
   if (absl::Status kept = p.Keep(t.exact_type); !kept.ok()) return kept;
   bool pinned = t.type.Pin(type);
@@ -1792,7 +1799,7 @@ Follows Classify(const Step& step, PyObject* base, PyObject* value) {
         return fixed ? Follows::kImmutably : Follows::kNo;
       }
       PyTypeObject* t = Py_TYPE(base);
-      if (!HasInstanceDict(t) || !IsGenericGetattribute(TypeLookup(t, "__getattribute__"))) return Follows::kNo;
+      if (!HasInstanceDict(t) || !IsGenericGetattribute(TypeLookup(t, kGetattributeName))) return Follows::kNo;
       PyObject* descr = _PyType_Lookup(t, step.key.get());
       if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return Follows::kNo;  // runs code
       Object dict = Object::Steal(PyObject_GenericGetDict(base, nullptr));

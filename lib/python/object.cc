@@ -88,10 +88,11 @@ absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name) {
                  [&] { return absl::StrCat("getattr(", TypeName(obj), ", '", name, "')"); });
 }
 
-Object Attr(PyObject* o, const char* name) {
-  PyObject* key = Interned(name);
+Object Attr(PyObject* o, const char* name) { return Attr(o, Interned(name)); }
+
+Object Attr(PyObject* o, PyObject* name) {
   PyObject* value = nullptr;
-  if (key == nullptr || LookupAttr(o, key, &value) < 0) ClearError();
+  if (name == nullptr || LookupAttr(o, name, &value) < 0) ClearError();
   return Object::Steal(value);
 }
 
@@ -228,8 +229,9 @@ Found LookupWithoutPython(PyObject* o, PyObject* name, Object* value) {
   if (!generic) {
     static PyObject* const object_getattribute = TypeDictItem(&PyBaseObject_Type, "__getattribute__");
     PyObject* nn_getattr = NnModuleGetattr();
-    PyObject* getattribute_name = Interned("__getattribute__");
-    PyObject* getattr_name = Interned("__getattr__");
+    static const Name kGetattribute("__getattribute__"), kGetattr("__getattr__");
+    PyObject* getattribute_name = kGetattribute.get();
+    PyObject* getattr_name = kGetattr.get();
     if (nn_getattr == nullptr || getattribute_name == nullptr || getattr_name == nullptr ||
         _PyType_Lookup(t, getattribute_name) != object_getattribute || _PyType_Lookup(t, getattr_name) != nn_getattr) {
       return unknown();
@@ -251,8 +253,9 @@ Found LookupWithoutPython(PyObject* o, PyObject* name, Object* value) {
   }
   if (generic) return Found::kMissing;
   if (dict == nullptr) return Found::kUnknown;
-  for (const char* holder : {"_parameters", "_buffers", "_modules"}) {
-    PyObject* key = Interned(holder);
+  static const Name kHolders[] = {Name("_parameters"), Name("_buffers"), Name("_modules")};
+  for (const Name& holder : kHolders) {
+    PyObject* key = holder.get();
     PyObject* d = key != nullptr ? PyDict_GetItemWithError(dict, key) : nullptr;
     // A module without one (mid-__init__) or with a dict subclass there
     // (its own `in` and [] would run): Python's read it is.
@@ -266,15 +269,17 @@ Found LookupWithoutPython(PyObject* o, PyObject* name, Object* value) {
   return Found::kMissing;
 }
 
-bool SurelyLacks(PyObject* o, const char* name) {
+bool SurelyLacks(PyObject* o, const char* name) { return SurelyLacks(o, Interned(name)); }
+
+bool SurelyLacks(PyObject* o, PyObject* name) {
   Object unused;
-  return LookupWithoutPython(o, Interned(name), &unused) == Found::kMissing;
+  return LookupWithoutPython(o, name, &unused) == Found::kMissing;
 }
 
 namespace {
 
 // o.name as text, "" when it is missing or no str.
-std::string AttrText(PyObject* o, const char* name) {
+std::string AttrText(PyObject* o, PyObject* name) {
   if (SurelyLacks(o, name)) return "";
   Object a = Attr(o, name);
   absl::StatusOr<std::string> s = a && PyUnicode_Check(a.get()) ? AsString(a) : absl::NotFoundError("");
@@ -284,14 +289,15 @@ std::string AttrText(PyObject* o, const char* name) {
 }  // namespace
 
 std::string IdentityName(PyObject* o) {
-  if (PyModule_Check(o)) return absl::StrCat("module ", AttrText(o, "__name__"));
-  std::string qualname = AttrText(o, "__qualname__");
+  static const Name kName("__name__"), kQualname("__qualname__"), kModule("__module__");
+  if (PyModule_Check(o)) return absl::StrCat("module ", AttrText(o, kName.get()));
+  std::string qualname = AttrText(o, kQualname.get());
   if (!qualname.empty()) {
-    std::string module = AttrText(o, "__module__");
+    std::string module = AttrText(o, kModule.get());
     return module.empty() ? qualname : absl::StrCat(module, ".", qualname);
   }
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
-  std::string type_module = AttrText(type, "__module__"), type_name = AttrText(type, "__qualname__");
+  std::string type_module = AttrText(type, kModule.get()), type_name = AttrText(type, kQualname.get());
   if (type_module == "torch" && (type_name == "dtype" || type_name == "layout" || type_name == "memory_format")) {
     Object repr = Object::Steal(PyObject_Repr(o));  // torch's singletons name themselves: "torch.float32"
     absl::StatusOr<std::string> text = repr ? AsString(repr) : absl::UnknownError("repr");

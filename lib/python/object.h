@@ -62,12 +62,29 @@ absl::StatusOr<Object> GetAttr(const Object& obj, absl::string_view name);
 // the exception set, only when it cannot be made): an attribute or key name
 // Python hashes once and compares by address.
 PyObject* Interned(absl::string_view name);
+// A fixed name's interned str, looked up once per call site, for the hot
+// paths that ask for the same few names thousands of times a capture:
+//   static const python::Name kDtype("dtype");
+//   python::Attr(tensor, kDtype.get());
+class Name {
+ public:
+  explicit constexpr Name(const char* text) : text_(text) {}
+  PyObject* get() const {
+    if (object_ == nullptr) object_ = Interned(text_);
+    return object_;
+  }
+
+ private:
+  const char* text_;
+  mutable PyObject* object_ = nullptr;  // borrowed from Interned's table, which keeps it
+};
 // hasattr(): false when the lookup raises, but unlike PyObject_HasAttr an
 // interrupt raised meanwhile is set aside (ClearError), not dropped.
 bool HasAttr(PyObject* obj, const char* name);
 // o.name, or a null Object when the read fails (the exception cleared): for
 // probes whose failure only means "not this kind of object".
 Object Attr(PyObject* o, const char* name);
+Object Attr(PyObject* o, PyObject* name);  // name: a str (Interned, Name)
 absl::StatusOr<Object> Import(absl::string_view module);
 // Calls `callable(*args)`.
 absl::StatusOr<Object> Call(const Object& callable, const std::vector<Object>& args = {});
@@ -102,6 +119,7 @@ PyObject* TypeDictItem(PyTypeObject* type, const char* name);
 // nn.Module instance lacks; asking runs nn.Module.__getattr__ to raise,
 // about a microsecond per object, twice per capture.) Never raises.
 bool SurelyLacks(PyObject* o, const char* name);
+bool SurelyLacks(PyObject* o, PyObject* name);  // name: a str (Interned, Name)
 
 // o.name decided without running any Python code, where that is certain:
 // kFound (*value set) from the instance dict, or from nn.Module's

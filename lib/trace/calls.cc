@@ -112,35 +112,36 @@ bool TupleInts(PyObject* t, std::vector<int64_t>* out) {
 
 // Real tensors (parameters, buffers, global tensors): their metadata.
 absl::StatusOr<ops::TensorMeta> MetaOf(PyObject* tensor) {
+  static const python::Name kDtype("dtype"), kStride("stride"), kShape("shape"), kDevice("device"),
+      kIsCpu("is_cpu"), kRequiresGrad("requires_grad");
   ops::TensorMeta meta;
-  std::optional<ops::DType> d = DTypeOf(Attr(tensor, "dtype").get());
+  std::optional<ops::DType> d = DTypeOf(Attr(tensor, kDtype.get()).get());
   if (!d) return absl::InvalidArgumentError("tensor with an unsupported dtype");
   meta.dtype = *d;
-  PyObject* stride_name = python::Interned("stride");
-  Object strides = stride_name ? Object::Steal(PyObject_CallMethodNoArgs(tensor, stride_name)) : Object();
-  if (!TupleInts(Attr(tensor, "shape").get(), &meta.sizes) || !TupleInts(strides.get(), &meta.strides)) {
+  Object strides = kStride.get() ? Object::Steal(PyObject_CallMethodNoArgs(tensor, kStride.get())) : Object();
+  if (!TupleInts(Attr(tensor, kShape.get()).get(), &meta.sizes) || !TupleInts(strides.get(), &meta.strides)) {
     python::ClearError();
     return absl::InvalidArgumentError("tensor without sizes");
   }
   // A CPU tensor's device is torch.device('cpu'): is_cpu says so without
   // making a device object, where both are torch's own getters.
   static PyObject* const base = TorchAttr("_C.TensorBase").get();
-  auto torchs = [&](const char* name) {
-    PyObject* key = python::Interned(name);
+  auto torchs = [&](const python::Name& name) {
+    PyObject* key = name.get();
     return key != nullptr && base != nullptr && PyType_Check(base) &&
            _PyType_Lookup(Py_TYPE(tensor), key) == _PyType_Lookup(reinterpret_cast<PyTypeObject*>(base), key);
   };
-  if (torchs("device") && torchs("is_cpu") && Attr(tensor, "is_cpu").get() == Py_True) {
+  if (torchs(kDevice) && torchs(kIsCpu) && Attr(tensor, kIsCpu.get()).get() == Py_True) {
     meta.device.type = "cpu";
     meta.device.index = -1;
   } else {
-    Object device = Attr(tensor, "device");
+    Object device = Attr(tensor, kDevice.get());
     absl::StatusOr<std::string> type = python::AsString(Attr(device.get(), "type"));
     meta.device.type = type.ok() ? *type : "cpu";
     Object index = Attr(device.get(), "index");
     meta.device.index = index && index.get() != Py_None ? *python::AsLong(index) : -1;
   }
-  meta.requires_grad = Attr(tensor, "requires_grad").get() == Py_True;
+  meta.requires_grad = Attr(tensor, kRequiresGrad.get()).get() == Py_True;
   return meta;
 }
 

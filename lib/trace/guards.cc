@@ -13,7 +13,10 @@
 namespace dynamo::trace {
 
 ir::Guard* GuardSet::Add(ir::Guard::Kind kind, const std::string& source, const std::string& key) {
-  if (!seen_.insert(absl::StrCat(static_cast<int>(kind), "|", key.empty() ? source : key)).second) return nullptr;
+  absl::flat_hash_set<std::string>& seen = seen_[static_cast<size_t>(kind)];
+  const std::string& id = key.empty() ? source : key;
+  if (seen.contains(id)) return nullptr;  // no copy of the text for a guard already there
+  seen.insert(id);
   guards_.emplace_back();
   ir::Guard* g = &guards_.back();
   g->set_kind(kind);

@@ -8,6 +8,7 @@
 //   std::vector<ir::Guard> out = std::move(guards).Take();
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,8 @@ class GuardSet {
  private:
   ir::Guard* Add(ir::Guard::Kind kind, const std::string& source, const std::string& key = "");
   std::vector<ir::Guard> guards_;
-  absl::flat_hash_set<std::string> seen_;
+  // Per kind, the sources (or keys) already guarded.
+  std::array<absl::flat_hash_set<std::string>, ir::Guard::Kind_ARRAYSIZE> seen_;
 };
 
 }  // namespace dynamo::trace

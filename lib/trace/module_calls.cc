@@ -31,8 +31,12 @@ constexpr const char* kTorchModuleModule = "torch.nn.modules.module";
 // The per-process hook dict `name` of torch.nn.modules.module (empty when
 // torch has none by that name: an older torch).
 Object GlobalHooks(const char* name) {
-  PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), kTorchModuleModule);  // borrowed
-  if (module == nullptr) return Object();
+  static const python::Name kModule(kTorchModuleModule);
+  PyObject* module = kModule.get() ? PyDict_GetItemWithError(PyImport_GetModuleDict(), kModule.get()) : nullptr;  // borrowed
+  if (module == nullptr) {
+    python::ClearError();
+    return Object();
+  }
   Object d = Attr(module, name);
   if (!d || !PyDict_Check(d.get())) {
     python::ClearError();
