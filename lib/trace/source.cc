@@ -18,34 +18,34 @@ std::string QuoteKey(const std::string& key) {
 }  // namespace
 
 SourcePtr Source::Local(std::string name) {
-  return SourcePtr(new Source(Kind::kLocal, nullptr, std::move(name), false, 0));
+  return std::make_shared<const Source>(Key(), Kind::kLocal, nullptr, std::move(name), false, 0);
 }
 SourcePtr Source::Global(std::string name) {
-  return SourcePtr(new Source(Kind::kGlobal, nullptr, std::move(name), false, 0));
+  return std::make_shared<const Source>(Key(), Kind::kGlobal, nullptr, std::move(name), false, 0);
 }
 SourcePtr Source::Module(std::string import_name) {
-  return SourcePtr(new Source(Kind::kModule, nullptr, std::move(import_name), false, 0));
+  return std::make_shared<const Source>(Key(), Kind::kModule, nullptr, std::move(import_name), false, 0);
 }
 SourcePtr Source::Attr(SourcePtr base, std::string name) {
-  return SourcePtr(new Source(Kind::kAttr, std::move(base), std::move(name), false, 0));
+  return std::make_shared<const Source>(Key(), Kind::kAttr, std::move(base), std::move(name), false, 0);
 }
 SourcePtr Source::Item(SourcePtr base, int64_t index) {
-  return SourcePtr(new Source(Kind::kItem, std::move(base), "", true, index));
+  return std::make_shared<const Source>(Key(), Kind::kItem, std::move(base), "", true, index);
 }
 SourcePtr Source::Item(SourcePtr base, std::string key) {
-  return SourcePtr(new Source(Kind::kItem, std::move(base), std::move(key), false, 0));
+  return std::make_shared<const Source>(Key(), Kind::kItem, std::move(base), std::move(key), false, 0);
 }
 SourcePtr Source::DictKey(SourcePtr base, int64_t index) {
-  return SourcePtr(new Source(Kind::kDictEntry, std::move(base), "keys", false, index));
+  return std::make_shared<const Source>(Key(), Kind::kDictEntry, std::move(base), "keys", false, index);
 }
 SourcePtr Source::DictValue(SourcePtr base, int64_t index) {
-  return SourcePtr(new Source(Kind::kDictEntry, std::move(base), "values", false, index));
+  return std::make_shared<const Source>(Key(), Kind::kDictEntry, std::move(base), "values", false, index);
 }
 SourcePtr Source::Call(SourcePtr base, std::string method) {
-  return SourcePtr(new Source(Kind::kCall, std::move(base), std::move(method), false, 0));
+  return std::make_shared<const Source>(Key(), Kind::kCall, std::move(base), std::move(method), false, 0);
 }
 
-Source::Source(Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index)
+Source::Source(Key, Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index)
     : kind_(kind), base_(std::move(base)), name_(std::move(name)), is_index_(is_index), index_(index) {
   switch (kind_) {
     case Kind::kLocal:

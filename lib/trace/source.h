@@ -57,8 +57,15 @@ class Source {
   // under it needs it, and a path's text is its base's plus one step.
   const std::string& ToString() const { return text_; }
 
+  // Only the factories above make sources (the key says so); public for
+  // std::make_shared, which allocates the count and the source together.
+  class Key {
+    friend class Source;
+    Key() = default;
+  };
+  Source(Key, Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index);
+
  private:
-  Source(Kind kind, SourcePtr base, std::string name, bool is_index, int64_t index);
   Kind kind_;
   SourcePtr base_;
   std::string name_;

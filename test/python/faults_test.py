@@ -118,16 +118,19 @@ def interrupts():
         raise KeyboardInterrupt
 
     # The timer's range follows this machine's speed (a sanitizer build is
-    # several times slower): a mean call, captures included, measured first.
+    # several times slower): a mean call, captures included, measured first,
+    # with the storm's own mix of captures and warm calls (a reset every 100
+    # calls; a mean with more captures in it makes the alarm too late for
+    # most calls).
     start = time.perf_counter()
-    for i in range(60):
-        if i % 20 == 0:
+    for i in range(200):
+        if i % 100 == 0:
             dynamo.reset()
             optimized = {id(p): dynamo.optimize("eager")(p) for p in programs}
         fn, args = interrupt_calls(rng, net)
         with torch.no_grad():
             optimized[id(fn)](*args)
-    mean_call = (time.perf_counter() - start) / 60
+    mean_call = (time.perf_counter() - start) / 200
 
     old = signal.signal(signal.SIGALRM, on_alarm)
     interrupted = completed = 0
@@ -137,14 +140,20 @@ def interrupts():
             if i % 100 == 0:
                 dynamo.reset()  # fresh captures, so interrupts land in capture too
                 optimized = {id(p): dynamo.optimize("eager")(p) for p in programs}
-            delay = rng.uniform(0.02, 2.0) * mean_call
+            # Log-uniform over three decades around the mean: warm calls,
+            # captures and everything between are cut somewhere. The mean
+            # follows the calls that complete, so the machine's load
+            # changing after the calibration moves the range with it.
+            delay = mean_call * 10 ** rng.uniform(-1.7, 1.3)
             try:
                 # Armed inside the try: on a loaded machine the alarm can
                 # fire before the next statement starts.
+                called = time.perf_counter()
                 signal.setitimer(signal.ITIMER_REAL, delay)
                 with torch.no_grad():
                     got = optimized[id(fn)](*args)
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                mean_call = 0.95 * mean_call + 0.05 * (time.perf_counter() - called)
                 completed += 1
                 with torch.no_grad():
                     want = fn(*args)
