@@ -261,18 +261,17 @@ class Runtime:
         self._seen_sizes.clear()
         self._dynamic_dims.clear()
 
-    def _dynamic_spec(self, fn, target, args, kwargs):
-        """What capture_call's `dynamic` says for this call: automatic
-        dynamic marks the dimensions of tensor inputs whose sizes differ from
-        the previous capture of the same code."""
+    def _dynamic_spec(self, target, frame):
+        """What capture_call's `dynamic` says for this call (`frame`: its
+        locals, None where inspect cannot bind them): automatic dynamic
+        marks the dimensions of tensor inputs whose sizes differ from the
+        previous capture of the same code."""
         if self.dynamic is False:
             return {"none": True}
         spec = {"all": self.dynamic is True}
         if self.dynamic is None and config.automatic_dynamic_shapes:
-            try:
-                frame = frame_for_call(fn, args, kwargs)
-            except Exception:  # noqa: BLE001 - a signature inspect cannot bind: no history for it
-                return spec
+            if frame is None:
+                return spec  # no history for a call inspect cannot bind
             code = target.__code__
             seen = self._seen_sizes.setdefault(code, {})
             dims = self._dynamic_dims.setdefault(code, {})
@@ -420,8 +419,14 @@ class Runtime:
     def _compile_now(self, fn, target, args, kwargs):
         self.captures += 1
         self_obj = fn.__self__ if isinstance(fn, types.MethodType) else None
+        # The call's locals, bound once for the dynamic-shape history and the
+        # graph's example inputs.
+        try:
+            frame, unbound = frame_for_call(fn, args, kwargs), None
+        except Exception as e:  # noqa: BLE001 - raised below, where a graph needs the inputs
+            frame, unbound = None, e
         result = _C.capture_call(target, self_obj, tuple(args), dict(kwargs), next(_ids),
-                                 self._dynamic_spec(fn, target, args, kwargs),
+                                 self._dynamic_spec(target, frame),
                                  bool(config.capture_scalar_outputs or self.nopython))
         live = result["capture"]
         capture = LazyCapture(live)
@@ -457,7 +462,8 @@ class Runtime:
                 gm = to_graph_module(capture.proto, 0, attributes=result["attributes"], callables=callables,
                                      lint=False)
             phases["graph"] = time.perf_counter() - started
-            frame = frame_for_call(fn, args, kwargs)
+            if frame is None:
+                raise unbound
             example_inputs = [_graph_input(resolve_source(name, frame, globals_)) for name in live.tensor_inputs]
             self.graphs.append(gm)
             self.graphs_made += 1
