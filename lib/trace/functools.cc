@@ -24,9 +24,10 @@ namespace dynamo::trace {
 using python::Object;
 
 PyObject* StdlibObject(const char* module, const char* name) {
-  static auto* cache = new absl::flat_hash_map<std::string, PyObject*>();
-  std::string key = absl::StrCat(module, ".", name);
-  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  // module -> name -> object: found without building a key (asked on every call the trace makes).
+  static auto* cache = new absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, PyObject*>>();
+  absl::flat_hash_map<std::string, PyObject*>& names = (*cache)[absl::string_view(module)];
+  if (auto it = names.find(absl::string_view(name)); it != names.end()) return it->second;
   PyObject* found = nullptr;
   absl::StatusOr<Object> m = python::Import(module);
   absl::StatusOr<Object> a = m.ok() ? python::GetAttr(*m, name) : m.status();
@@ -35,7 +36,7 @@ PyObject* StdlibObject(const char* module, const char* name) {
   } else {
     python::ClearError();
   }
-  (*cache)[key] = found;
+  (*cache)[absl::string_view(module)][name] = found;  // found again: the import ran Python
   return found;
 }
 
