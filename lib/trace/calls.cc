@@ -218,8 +218,10 @@ std::string AttributeTarget(const Source& source) {
     // The loader makes each step a submodule: a name nn.Module already has
     // (a dict key "cpu", as timm's LeViT caches its biases by device) can
     // be no attribute of one.
-    if (Object module = TorchAttr("nn.Module"); !index && module && python::HasAttr(module.get(), part.c_str())) {
-      walkable = false;
+    if (Object module = TorchAttr("nn.Module"); !index && module) {
+      Object key = python::FromString(part);  // any text a dict key holds: not interned for the process
+      if (key && python::Attr(module.get(), key.get())) walkable = false;
+      python::ClearError();
     }
   }
   const char* sep = walkable ? "." : "_";
