@@ -2009,7 +2009,11 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::shared_ptr<Program> 
       Step step;
       step.kind = static_cast<StepKind>(t.kind);
       step.index = t.index;
-      step.key = t.kind == Token::kIndex ? python::FromLong(t.index) : Intern(t.name);
+      // A str key of a dict is any text (interned names live for the
+      // process); attribute, local and global names are identifiers.
+      step.key = t.kind == Token::kIndex ? python::FromLong(t.index)
+                 : t.kind == Token::kKey ? python::FromString(t.name)
+                                         : Intern(t.name);
       if (!step.key) return python::FetchError("interning a source name");
       if (t.kind == Token::kLocal) {
         const std::vector<std::string>& names = *at_capture.names;

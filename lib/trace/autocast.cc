@@ -52,19 +52,6 @@ bool IsAutocastClass(PyObject* cls) {
          PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), reinterpret_cast<PyTypeObject*>(base.get()));
 }
 
-std::optional<ops::DType> DTypeOf(PyObject* dtype) {
-  if (dtype == nullptr || PyObject_IsInstance(dtype, TorchAttr("dtype").get()) != 1) {
-    python::ClearError();
-    return std::nullopt;
-  }
-  Object name = Object::Steal(PyObject_Str(dtype));
-  if (!name) {
-    python::ClearError();
-    return std::nullopt;
-  }
-  return ops::DTypeFromName(python::AsString(name).value_or(""));
-}
-
 // The state-changing calls of torch.autocast's __enter__ / __exit__, as
 // graph nodes (no value: each returns None).
 ir::Argument Str(const std::string& s) {

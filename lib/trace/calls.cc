@@ -59,6 +59,27 @@ Object TorchAttr(const char* dotted) {
   return obj;
 }
 
+std::optional<ops::DType> DTypeOf(PyObject* dtype) {
+  // torch's dtypes are singletons: each is named once, by its str(), and
+  // found by address after (the cache holds a reference, so no other object
+  // takes the address). Leaked, as TorchAttr's cache.
+  static auto* cache = new absl::flat_hash_map<PyObject*, ops::DType>();
+  if (dtype == nullptr) return std::nullopt;
+  if (auto it = cache->find(dtype); it != cache->end()) return it->second;
+  if (PyObject_IsInstance(dtype, TorchAttr("dtype").get()) != 1) {
+    python::ClearError();
+    return std::nullopt;
+  }
+  Object text = Object::Steal(PyObject_Str(dtype));
+  absl::StatusOr<std::string> name = text ? python::AsString(text) : absl::UnknownError("dtype");
+  python::ClearError();
+  std::optional<ops::DType> d = name.ok() ? ops::DTypeFromName(*name) : std::nullopt;
+  if (d && reinterpret_cast<PyObject*>(Py_TYPE(dtype)) == TorchAttr("dtype").get()) {
+    cache->emplace(Object::Borrow(dtype).release(), *d);
+  }
+  return d;
+}
+
 namespace {
 
 bool IsInstanceOf(PyObject* obj, const char* torch_class) {
@@ -75,23 +96,6 @@ bool IsParameter(PyObject* obj) {
   int r = PyObject_IsInstance(obj, parameter);
   if (r < 0) python::ClearError();
   return r == 1;
-}
-
-// A torch.dtype object's DType. torch's dtypes are singletons: each is
-// named once, by its str(), and found by address after (the cache holds a
-// reference, so no other object takes the address).
-std::optional<ops::DType> DTypeOf(PyObject* dtype) {
-  static auto* cache = new absl::flat_hash_map<PyObject*, ops::DType>();  // leaked, as TorchAttr's
-  if (dtype == nullptr) return std::nullopt;
-  if (auto it = cache->find(dtype); it != cache->end()) return it->second;
-  Object text = Object::Steal(PyObject_Str(dtype));
-  absl::StatusOr<std::string> name = text ? python::AsString(text) : absl::UnknownError("dtype");
-  std::optional<ops::DType> d = name.ok() ? ops::DTypeFromName(*name) : std::nullopt;
-  python::ClearError();
-  if (d && reinterpret_cast<PyObject*>(Py_TYPE(dtype)) == TorchAttr("dtype").get()) {
-    cache->emplace(Object::Borrow(dtype).release(), *d);
-  }
-  return d;
 }
 
 // The ints of a tuple (torch.Size is one), or false.
@@ -392,9 +396,7 @@ absl::StatusOr<VarPtr> Translator::Wrap(const Object& obj, SourcePtr source) {
   if (IsInstanceOf(o, "Tensor")) return WrapTensor(obj, source);
   if (IsNumpyArray(o)) return WrapNdarray(obj, source);
   if (IsInstanceOf(o, "dtype")) {
-    Object name = Object::Steal(PyObject_Str(o));
-    absl::StatusOr<std::string> s = python::AsString(name);
-    std::optional<ops::DType> d = s.ok() ? ops::DTypeFromName(*s) : std::nullopt;
+    std::optional<ops::DType> d = DTypeOf(o);
     if (!d) return Var::OfKind(VarKind::kOpaque, obj, source);
     guards_.IdMatch(source, obj);
     VarPtr v = Var::OfKind(VarKind::kDType, obj, source);

@@ -73,6 +73,9 @@ bool IsLoadedModuleAttr(PyObject* fn, const char* module, const char* name);
 // torch's attribute at a dotted path ("nn.Module", "amp.autocast_mode.autocast"),
 // resolved once per process; null when torch lacks it (calls.cc).
 python::Object TorchAttr(const char* dotted);
+// A torch.dtype object's DType; nullopt for anything else, or a dtype
+// libdynamo does not model (calls.cc).
+std::optional<ops::DType> DTypeOf(PyObject* dtype);
 // `registry`'s result with each tensor's dtype the one torch's autocast gave
 // (`cast`); false when the two do not describe the same tensors, and then
 // torch's answer is to be taken whole (autocast.cc).
