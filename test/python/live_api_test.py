@@ -560,6 +560,41 @@ def graph_forward_runs_a_table_of_steps():
                (t, d, s), L, None, "<t>")
     got_t, got_d, got_s = mixed(model, [1, 2, 3, 4])
     assert torch.equal(got_t, model[0].weight.sum(dim=0)) and got_d == {"a": got_t, "b": 1} and got_s == [2, 3, 4]
+    # An attribute path reads what getattr reads (the step looks into
+    # nn.Module's dicts in C only where Python would find the same), afresh
+    # on every call: a property or a __getattr__ of the class, an instance
+    # attribute, a parameter replaced, a submodule gone.
+    class Shadowed(torch.nn.Module):
+        @property
+        def inner(self):
+            return swapped
+
+        def __init__(self):
+            super().__init__()
+            self.inner_ = torch.nn.Linear(3, 2)
+
+    class Custom(torch.nn.Module):
+        def __getattr__(self, name):
+            return swapped if name == "made" else super().__getattr__(name)
+    swapped = torch.nn.Linear(3, 2)
+    tree = torch.nn.Module()
+    tree.s, tree.c, tree.p = Shadowed(), Custom(), torch.nn.Linear(3, 2)
+    object.__setattr__(tree.p, "note", "instance")
+    reading = GF((), ((2, ("s", "inner", "weight"), (), {}, 0), (2, ("c", "made", "bias"), (), {}, 1),
+                      (2, ("p", "weight"), (), {}, 2), (2, ("p", "note"), (), {}, 3)),
+                 (L("a", 0), L("b", 1), L("c", 2), L("d", 3)), L, None, "<t>")
+    got = reading(tree)
+    assert got[0] is swapped.weight and got[1] is swapped.bias and got[2] is tree.p.weight and got[3] == "instance"
+    tree.p.weight = torch.nn.Parameter(torch.zeros(2, 3))
+    swapped = torch.nn.Linear(3, 2)
+    got = reading(tree)
+    assert got[0] is swapped.weight and got[1] is swapped.bias and got[2] is tree.p.weight
+    del tree.p
+    try:
+        reading(tree)
+        raise AssertionError("a path through a deleted submodule was read")
+    except AttributeError as e:
+        assert "'p'" in str(e), e
     # Malformed tables are refused when made, not run.
     for params, steps, output, message in [
             (("x",), ((0, abs, (x,), {}, 0),), x, "a parameter's or another step's"),
