@@ -67,9 +67,11 @@ bool ParseQuoted(absl::string_view s, size_t& pos, std::string* out) {
   return false;
 }
 
-absl::StatusOr<std::vector<Token>> ParseSource(absl::string_view s) {
+// The steps of source `s` from `from` on: the whole source (root first)
+// from 0, or from a token boundary the steps that follow (no root).
+absl::StatusOr<std::vector<Token>> ParseSource(absl::string_view s, size_t from = 0) {
   std::vector<Token> tokens;
-  size_t pos = 0;
+  size_t pos = from;
   auto bad = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("cannot parse source '", s, "' at ", pos, ": ", what));
   };
@@ -121,7 +123,9 @@ absl::StatusOr<std::vector<Token>> ParseSource(absl::string_view s) {
     } else {
       return bad("an unexpected character");
     }
-    if (root != tokens.empty()) return bad(root ? "a second root" : "no root (L[...], G[...], sys.modules[...])");
+    if (root != (tokens.empty() && from == 0)) {
+      return bad(root ? "a second root" : "no root (L[...], G[...], sys.modules[...])");
+    }
     t.end = pos;
     tokens.push_back(std::move(t));
   }
@@ -1988,22 +1992,49 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::shared_ptr<Program> 
   std::vector<int> roots;
   std::vector<Object> seen;                       // per node: its value in `at_capture`
 
-  // The accessor node (a tree index) of a source's first `count` steps,
-  // shared with every guard that reads the same prefix.
-  auto path = [&](const std::string& source, const std::vector<Token>& tokens,
-                  size_t count) -> absl::StatusOr<int> {
-    // The longest prefix already in the tree (most guards share all but
-    // their last step with an earlier one); the steps after it are new.
-    int parent = -1;
-    size_t first_new = 0;
-    for (size_t k = count; k > 0; --k) {
-      if (auto it = node_of.find(absl::string_view(source).substr(0, tokens[k - 1].end)); it != node_of.end()) {
-        parent = it->second;
-        first_new = k;
-        break;
+  // A source as the node of its longest prefix already in the tree (-1:
+  // none) and its steps after that prefix. Most guards read one step past
+  // a node an earlier guard made: that prefix is found at the source's last
+  // '.' or '[' and only the step after it is parsed, where a full parse of
+  // the long text and a lookup per prefix was most of a compile. Otherwise
+  // the full parse decides.
+  struct Split {
+    int node = -1;
+    std::vector<Token> rest;
+  };
+  auto split = [&](absl::string_view source) -> absl::StatusOr<Split> {
+    if (auto it = node_of.find(source); it != node_of.end()) return Split{it->second, {}};
+    // The last step's start (or a cut inside its quoted key, whose prefix
+    // is no source's text): a shorter known prefix may not be the longest.
+    const size_t dot = source.rfind('.'), bracket = source.rfind('[');
+    const size_t cut = dot == absl::string_view::npos    ? bracket
+                       : bracket == absl::string_view::npos ? dot
+                                                            : std::max(dot, bracket);
+    if (cut != absl::string_view::npos && cut > 0) {
+      const absl::string_view prefix = source.substr(0, cut);
+      auto it = node_of.find(prefix);
+      // `.keys()[i]` is one step (a dict's i-th key), not a call and an index.
+      if (it != node_of.end() && !(source[cut] == '[' && (absl::EndsWith(prefix, ".keys()") ||
+                                                          absl::EndsWith(prefix, ".values()")))) {
+        absl::StatusOr<std::vector<Token>> rest = ParseSource(source, cut);
+        if (rest.ok()) return Split{it->second, *std::move(rest)};
       }
     }
-    for (size_t ti = first_new; ti < count; ++ti) {
+    absl::StatusOr<std::vector<Token>> tokens = ParseSource(source);
+    if (!tokens.ok()) return tokens.status();
+    for (size_t k = tokens->size(); k > 0; --k) {
+      if (auto it = node_of.find(source.substr(0, (*tokens)[k - 1].end)); it != node_of.end()) {
+        tokens->erase(tokens->begin(), tokens->begin() + static_cast<std::ptrdiff_t>(k));
+        return Split{it->second, *std::move(tokens)};
+      }
+    }
+    return Split{-1, *std::move(tokens)};
+  };
+
+  // The accessor node (a tree index) of a source: the node of its known
+  // prefix, `parent` (-1: none), then one new node per step after it.
+  auto path = [&](absl::string_view source, int parent, const std::vector<Token>& tokens) -> absl::StatusOr<int> {
+    for (size_t ti = 0; ti < tokens.size(); ++ti) {
       const Token& t = tokens[ti];
       const absl::string_view key = absl::string_view(source).substr(0, t.end);
       Step step;
@@ -2159,9 +2190,9 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::shared_ptr<Program> 
       }
       AliasCheck a;
       for (const std::string& source : g.sources()) {
-        absl::StatusOr<std::vector<Token>> tokens = ParseSource(source);
-        if (!tokens.ok()) return fail(tokens.status());
-        absl::StatusOr<int> node = path(source, *tokens, tokens->size());
+        absl::StatusOr<Split> parts = split(source);
+        if (!parts.ok()) return fail(parts.status());
+        absl::StatusOr<int> node = path(source, parts->node, parts->rest);
         if (!node.ok()) return fail(node.status());
         a.nodes.push_back(*node);  // a tree index until Flatten
       }
@@ -2170,18 +2201,21 @@ absl::StatusOr<GuardEvaluator> GuardEvaluator::Compile(std::shared_ptr<Program> 
       p->aliases.push_back(std::move(a));
       continue;
     }
-    absl::StatusOr<std::vector<Token>> tokens = ParseSource(g.source());
-    if (!tokens.ok()) return fail(tokens.status());
     // HASATTR is checked on the object: every step but the attribute.
-    size_t steps = tokens->size();
+    absl::string_view source = g.source();
     if (g.kind() == ir::Guard::HASATTR) {
+      absl::StatusOr<std::vector<Token>> tokens = ParseSource(source);
+      if (!tokens.ok()) return fail(tokens.status());
+      const size_t steps = tokens->size();
       if (steps < 2 || (tokens->back().kind != Token::kAttr && tokens->back().kind != Token::kKey &&
                         tokens->back().kind != Token::kIndex)) {
         return fail(absl::InvalidArgumentError("HASATTR needs a source ending in an attribute or key"));
       }
-      --steps;
+      source = source.substr(0, (*tokens)[steps - 2].end);
     }
-    absl::StatusOr<int> node = path(g.source(), *tokens, steps);
+    absl::StatusOr<Split> parts = split(source);
+    if (!parts.ok()) return fail(parts.status());
+    absl::StatusOr<int> node = path(source, parts->node, parts->rest);
     if (!node.ok()) return fail(node.status());
     int parent = *node;
     absl::StatusOr<CompiledCheck> check = CompileCheck(g, seen[static_cast<size_t>(parent)].get(), *p, known);

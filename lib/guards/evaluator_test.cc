@@ -558,6 +558,40 @@ TEST_CASE("hand-written sources: dict keys, sys.modules, devices, bad input", "[
     Exec("F.relu = _relu");
     CHECK(replaced == "sys.modules['torch.nn.functional'].relu: expected torch.nn.functional.relu, got torch._VariableFunctionsClass.sigmoid");
   }
+  SECTION("sources share their prefixes' nodes, whatever their keys hold") {
+    // A guard's source is found as a known node plus the step after its
+    // last '.' or '[': keys holding those characters, a dict's i-th key
+    // (`.keys()[i]`, one step) and a HASATTR of a source already read must
+    // still find their own steps, and share a node only with the same text.
+    Exec("class Bag:\n    pass\nbag = Bag()\nbag.d = {'a.b': 1, 'c[0]': 2, 'e': {'f': 3}}\nbag.n = 4\n");
+    OwnedFrame frame = Frame("maybe", "dict(x=bag, y=None)");
+    std::vector<ir::Guard> guards = {Hand(ir::Guard::EQUALS_MATCH, "L['x'].d['a.b']"),
+                                     Hand(ir::Guard::EQUALS_MATCH, "L['x'].d['c[0]']"),
+                                     Hand(ir::Guard::EQUALS_MATCH, "L['x'].d['e']['f']"),
+                                     Hand(ir::Guard::EQUALS_MATCH, "L['x'].d.keys()[1]"),
+                                     Hand(ir::Guard::EQUALS_MATCH, "L['x'].n"),
+                                     Hand(ir::Guard::HASATTR, "L['x'].n"),
+                                     Hand(ir::Guard::HASATTR, "L['x'].d['e']['f']"),
+                                     Hand(ir::Guard::LENGTH_MATCH, "L['x'].d")};
+    const int64_t ints[] = {1, 2, 3, 0, 4};
+    for (size_t i = 0; i < 5; ++i) guards[i].mutable_value()->set_int_value(ints[i]);
+    guards[3].mutable_value()->set_string_value("c[0]");
+    guards[5].mutable_value()->set_bool_value(true);
+    guards[6].mutable_value()->set_bool_value(true);
+    guards[7].mutable_value()->set_int_value(3);
+    GuardEvaluator ev = CompileOk(guards, frame);
+    // L['x'], .d, ['a.b'], ['c[0]'], ['e'], ['f'], .keys()[1], .n
+    CHECK(ev.accessor_count() == 8);
+    CHECK(Verdict(ev, frame) == "");
+    Exec("bag.d['e']['f'] = 5");
+    CHECK(Verdict(ev, frame) == "L['x'].d['e']['f']: expected 3, got 5");
+    Exec("bag.d['e'] = {}");
+    CHECK(absl::StrContains(Verdict(ev, frame), "L['x'].d['e']['f']"));
+    Exec("bag.d = {'c[0]': 2, 'a.b': 1, 'e': {'f': 3}}");
+    CHECK(Verdict(ev, frame) == "L['x'].d.keys()[1]: expected 'c[0]', got 'a.b'");
+    Exec("bag.d = {'a.b': 1, 'c[0]': 2, 'e': {'f': 3}}\ndel bag.n");
+    CHECK(absl::StrContains(Verdict(ev, frame), "L['x'].n"));
+  }
   SECTION("a class with a Python __getattr__ takes the general path") {
     Exec("class Lazy:\n    def __getattr__(self, name):\n        return len(name)\n");
     OwnedFrame frame = Frame("maybe", "dict(x=Lazy(), y=None)");
