@@ -175,25 +175,29 @@ def _place(root, values):
     registry = torch.nn.modules.module
     if (registry._global_module_registration_hooks or registry._global_parameter_registration_hooks
             or registry._global_buffer_registration_hooks
-            or any(hasattr(type(root), path.partition(".")[0]) for path in values)):
+            or any(hasattr(type(root), name) for name in {path.partition(".")[0] for path in values})):
         for path, value in values.items():
             _set_path(root, path, value)
         return
     # No closure here: a recursive one is a cycle, which would keep these
     # modules (and the user's tensors) alive until the collector runs.
+    # A module's tensors come together: most paths find their parent made.
     modules = {"": root}
+    parameter = torch.nn.Parameter
     for path, value in values.items():
-        *parents, leaf = path.split(".")
-        module, prefix = root, ""
-        for name in parents:
-            prefix = f"{prefix}.{name}" if prefix else name
-            child = modules.get(prefix)
-            if child is None:
-                child = module._modules[name] = modules[prefix] = _fresh_module()
-            module = child
+        parent, _, leaf = path.rpartition(".")
+        module = modules.get(parent)
+        if module is None:
+            module, prefix = root, ""
+            for name in parent.split("."):
+                prefix = f"{prefix}.{name}" if prefix else name
+                child = modules.get(prefix)
+                if child is None:
+                    child = module._modules[name] = modules[prefix] = _fresh_module()
+                module = child
         # (Parameter's isinstance runs a Python __instancecheck__: the exact
         # class is asked first.)
-        is_parameter = type(value) is torch.nn.Parameter or isinstance(value, torch.nn.Parameter)
+        is_parameter = type(value) is parameter or isinstance(value, parameter)
         (module._parameters if is_parameter else module._buffers)[leaf] = value
 
 

@@ -368,10 +368,11 @@ def _attribute_values(capture, pb_graph, root, base_dir, attributes):
 def check_paths(values):
     """One path of `values` may not be both a tensor and the parent of another."""
     for target in values:
-        parts = target.split(".")
-        for i in range(1, len(parts)):
-            if ".".join(parts[:i]) in values:
-                raise CaptureError(f"attribute {target}: {'.'.join(parts[:i])} is a tensor, not a module")
+        parent = target.rpartition(".")[0]
+        while parent:
+            if parent in values:
+                raise CaptureError(f"attribute {target}: {parent} is a tensor, not a module")
+            parent = parent.rpartition(".")[0]
 
 
 def _kind_name(kind):

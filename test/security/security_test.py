@@ -400,6 +400,15 @@ class CaptureIsData(unittest.TestCase):
             c.attributes[0].target = target
             self.assertTrue(torch.equal(loader.to_graph_module(c).get_buffer(target), torch.ones(2, 3)))
 
+    def test_a_tensor_path_is_no_parent_path(self):
+        t = torch.ones(1)
+        for values in ({"a": t, "a.b": t}, {"a.b.c.d": t, "a.b": t}, {"x.y": t, "x.y.z": t, "w": t}):
+            with self.subTest(values=list(values)), self.assertRaises(CaptureError) as e:
+                loader.check_paths(values)
+            self.assertIn("is a tensor, not a module", str(e.exception))
+        # Sharing text is not sharing a parent.
+        loader.check_paths({"a.b": t, "a.c": t, "ab.c": t, "a.bc": t, "b": t})
+
     def test_root_attribute_walk_is_bounded_to_the_path_grammar(self):
         c = base_capture()
         node(c, "w").target = "__class__.__init__"
