@@ -190,7 +190,7 @@ bool OverridesContainerProtocol(PyObject* o) {
 // A dotted attribute path for a get_attr node: under the traced method's
 // module, nn.Module's own path ("layers.0.weight"); elsewhere a name built
 // from the source.
-std::string AttributeTarget(const Source& source) {
+std::string AttributeTarget(const Source& source, absl::flat_hash_map<std::string, bool>* nn_module_has) {
   std::vector<std::string> parts;  // innermost first
   const Source* s = &source;
   for (; s->base(); s = s->base().get()) {
@@ -222,10 +222,14 @@ std::string AttributeTarget(const Source& source) {
     // The loader makes each step a submodule: a name nn.Module already has
     // (a dict key "cpu", as timm's LeViT caches its biases by device) can
     // be no attribute of one.
-    if (Object module = TorchAttr("nn.Module"); !index && module) {
-      Object key = python::FromString(part);  // any text a dict key holds: not interned for the process
-      if (key && python::Attr(module.get(), key.get())) walkable = false;
-      python::ClearError();
+    if (!index) {
+      auto [known, fresh] = nn_module_has->try_emplace(part, false);
+      if (Object module = TorchAttr("nn.Module"); fresh && module) {
+        Object key = python::FromString(part);  // any text a dict key holds: not interned for the process
+        known->second = key && python::Attr(module.get(), key.get());
+        python::ClearError();
+      }
+      if (known->second) walkable = false;
     }
   }
   const char* sep = walkable ? "." : "_";
@@ -523,7 +527,7 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     // Live: a tensor read from a global or a container can be replaced
     // between calls, so it is a graph input read from its source on every
     // call (a get_attr would freeze this call's tensor).
-    std::string name = AttributeTarget(*source);
+    std::string name = AttributeTarget(*source, &nn_module_has_);
     std::string node = InputGraph().AddPlaceholder(name.substr(name[0] == '_' ? 1 : 0), *meta);
     guards_.TensorMatch(source, *meta);
     placeholder_sources_.push_back(source);
@@ -531,14 +535,12 @@ absl::StatusOr<VarPtr> Translator::WrapTensor(const Object& tensor, SourcePtr so
     NoteTensorSource(source, tensor.get());
     return typed(Var::Tensor(node, *meta, source));
   }
-  std::string target = AttributeTarget(*source);
+  const std::string path = AttributeTarget(*source, &nn_module_has_);
   // Two tensors whose paths flatten alike keep distinct targets (the loader
   // sets each target once).
-  for (int suffix = 1; std::any_of(attributes_.begin(), attributes_.end(),
-                                   [&](const GraphAttribute& a) { return a.target == target; });
-       ++suffix) {
-    target = absl::StrCat(AttributeTarget(*source), "_", suffix);
-  }
+  std::string target = path;
+  for (int suffix = 1; attribute_targets_.contains(target); ++suffix) target = absl::StrCat(path, "_", suffix);
+  attribute_targets_.insert(target);
   std::string node = InputGraph().AddGetAttr(target, *meta);
   attribute_nodes_[tensor.get()] = node;
   attributes_.push_back({target, source->ToString(), tensor});
@@ -2771,7 +2773,7 @@ absl::StatusOr<TraceResult> Translator::Run(const TraceRequest& request, BreakIn
         if (!m.ok()) return m.status();
         meta = *m;
       }
-      std::string placeholder = AttributeTarget(*source);
+      std::string placeholder = AttributeTarget(*source, &nn_module_has_);
       std::string node = graph_.AddPlaceholder(placeholder.substr(placeholder[0] == '_' ? 1 : 0), meta);
       std::vector<ops::SymExpr> sym_strides;
       std::vector<ops::SymExpr> sym_sizes =

@@ -809,7 +809,11 @@ class Translator {
   GraphBuilder& InputGraph() { return inputs_graph_ != nullptr ? *inputs_graph_ : graph_; }
   GuardSet guards_;
   std::vector<GraphAttribute> attributes_;
+  absl::flat_hash_set<std::string> attribute_targets_;  // attributes_' targets
   absl::flat_hash_map<PyObject*, std::string> attribute_nodes_;  // real tensor -> get_attr node
+  // A get_attr path's part -> whether nn.Module's class has an attribute of
+  // that name (AttributeTarget asks once per name a trace sees).
+  absl::flat_hash_map<std::string, bool> nn_module_has_;
   // The real tensor a tracker is (an input, a parameter; its in-place
   // results), from attribute_nodes_; nullptr for one the trace made.
   PyObject* RealTensor(const VarPtr& t);
