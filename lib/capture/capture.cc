@@ -393,7 +393,7 @@ absl::StatusOr<Captured> CaptureFunction(const CaptureOptions& options) {
   } else {
     for (ir::InputSpec& spec : traced->inputs) *c.add_inputs() = std::move(spec);
     *c.add_graphs() = std::move(traced->graph);
-    for (ir::Guard& g : traced->guards) *c.add_guards() = std::move(g);
+    c.mutable_guards()->Swap(&traced->guards);  // the capture's first and only guards
     attributes = std::move(traced->attributes);
   }
   c.set_ir_version(ir::IR_VERSION_CURRENT);

@@ -161,7 +161,7 @@ absl::StatusOr<LiveCapture> CaptureCall(const python::Object& function, const py
     return out;
   }
   if (traced->break_info) *c.add_graph_breaks() = ToProto(*traced->break_info);
-  for (ir::Guard& g : traced->guards) *c.add_guards() = std::move(g);
+  c.mutable_guards()->Swap(&traced->guards);  // the capture's first and only guards
   if (!traced->stop) return absl::InternalError("a trace with breaks allowed did not stop");
   if (!traced->stop->progress && traced->stop->kind == trace::StopState::Kind::kRegion) {
     out.skip_reason = traced->break_info ? trace::FormatBreak(*traced->break_info)

@@ -139,7 +139,7 @@ std::vector<ir::Guard> TraceGuards(const std::string& fn, std::vector<trace::Tra
   absl::StatusOr<trace::TraceResult> r = trace::Trace(request, ops::DefaultRegistry(), &why);
   INFO(why.message);
   DYNAMO_REQUIRE_OK(r);
-  return r->guards;
+  return std::vector<ir::Guard>(r->guards.begin(), r->guards.end());
 }
 
 GuardEvaluator CompileOk(const std::vector<ir::Guard>& guards, const OwnedFrame& frame) {
@@ -148,7 +148,12 @@ GuardEvaluator CompileOk(const std::vector<ir::Guard>& guards, const OwnedFrame&
   return *std::move(ev);
 }
 
-bool HasGuard(const std::vector<ir::Guard>& guards, ir::Guard::Kind kind, const std::string& source) {
+GuardEvaluator CompileOk(const google::protobuf::RepeatedPtrField<ir::Guard>& guards, const OwnedFrame& frame) {
+  return CompileOk(std::vector<ir::Guard>(guards.begin(), guards.end()), frame);
+}
+
+template <typename Guards>  // a vector, or a trace's repeated field
+bool HasGuard(const Guards& guards, ir::Guard::Kind kind, const std::string& source) {
   for (const ir::Guard& g : guards) {
     if (g.kind() == kind && g.source() == source) return true;
   }

@@ -394,7 +394,7 @@ absl::StatusOr<ops::SymValue> Translator::InferSymbolicResult(const ops::OpEntry
   return ops::SymValue();
 }
 
-void Translator::FinishShapes(std::vector<ir::Guard>& guards, ir::Graph& graph) {
+void Translator::FinishShapes(google::protobuf::RepeatedPtrField<ir::Guard>& guards, ir::Graph& graph) {
   if (!has_symbols()) return;
   // Node metadata: what each symbolic size is, in the symbols of the inputs.
   auto simplified = [this](const std::vector<ops::SymExpr>& exprs) {
@@ -410,7 +410,7 @@ void Translator::FinishShapes(std::vector<ir::Guard>& guards, ir::Graph& graph) 
     if (it == node_sym_sizes_.end() || !n.meta().has_tensor()) continue;
     ops::SetSymDims(simplified(it->second), n.mutable_meta()->mutable_tensor()->mutable_sizes());
   }
-  ir::Guard g;
+  ir::Guard& g = *guards.Add();
   g.set_kind(ir::Guard::SHAPE_ENV);
   g.set_source("shape_env");
   g.set_reason("relations between input sizes the trace relied on");
@@ -429,7 +429,6 @@ void Translator::FinishShapes(std::vector<ir::Guard>& guards, ir::Graph& graph) 
   }
   for (const ops::SymRelation& r : shape_env_.guards()) env->add_relations(r.ToString());
   for (const std::string& why : specialized_by_) env->add_specialized(why);
-  guards.push_back(std::move(g));
 }
 
 }  // namespace dynamo::trace

@@ -17,8 +17,7 @@ ir::Guard* GuardSet::Add(ir::Guard::Kind kind, const std::string& source, const 
   const std::string& id = key.empty() ? source : key;
   if (seen.contains(id)) return nullptr;  // no copy of the text for a guard already there
   seen.insert(id);
-  guards_.emplace_back();
-  ir::Guard* g = &guards_.back();
+  ir::Guard* g = guards_.Add();
   g->set_kind(kind);
   g->set_source(source);
   return g;

@@ -61,13 +61,14 @@ class GuardSet {
   // A str-valued state ("torch_function_modes" -> python::TorchFunctionModes()).
   void GlobalString(const std::string& name, const std::string& value);
 
-  const std::vector<ir::Guard>& guards() const { return guards_; }
-  // The guards, moved out: the set is done (a trace's last step).
-  std::vector<ir::Guard> Take() && { return std::move(guards_); }
+  const google::protobuf::RepeatedPtrField<ir::Guard>& guards() const { return guards_; }
+  // The guards, moved out: the set is done (a trace's last step). A
+  // repeated field, as a capture holds them: Swap hands them over whole.
+  google::protobuf::RepeatedPtrField<ir::Guard> Take() && { return std::move(guards_); }
 
  private:
   ir::Guard* Add(ir::Guard::Kind kind, const std::string& source, const std::string& key = "");
-  std::vector<ir::Guard> guards_;
+  google::protobuf::RepeatedPtrField<ir::Guard> guards_;
   // Per kind, the sources (or keys) already guarded.
   std::array<absl::flat_hash_set<std::string>, ir::Guard::Kind_ARRAYSIZE> seen_;
 };

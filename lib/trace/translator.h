@@ -169,7 +169,7 @@ struct StopState {
 
 struct TraceResult {
   ir::Graph graph;
-  std::vector<ir::Guard> guards;
+  google::protobuf::RepeatedPtrField<ir::Guard> guards;  // (a capture Swaps them in)
   std::vector<GraphAttribute> attributes;
   std::vector<ir::InputSpec> inputs;  // the placeholders, in order
 

@@ -753,7 +753,7 @@ class Translator {
   // Gives an op's output trackers their symbolic sizes.
   void AttachSymSizes(const VarPtr& out, const ops::SymValue& sym);
   // The SHAPE_ENV guard and symbolic node metadata, when the trace has symbols.
-  void FinishShapes(std::vector<ir::Guard>& guards, ir::Graph& graph);
+  void FinishShapes(google::protobuf::RepeatedPtrField<ir::Guard>& guards, ir::Graph& graph);
   bool has_symbols() const { return !shape_env_.symbols().empty(); }
 
   // ---- numbers read from tensors (scalars.cc) ----
