@@ -13,13 +13,14 @@
 namespace dynamo::trace {
 
 ir::Guard* GuardSet::Add(ir::Guard::Kind kind, const std::string& source, const std::string& key) {
-  absl::flat_hash_set<std::string>& seen = seen_[static_cast<size_t>(kind)];
-  const std::string& id = key.empty() ? source : key;
-  if (seen.contains(id)) return nullptr;  // no copy of the text for a guard already there
-  seen.insert(id);
+  absl::flat_hash_set<absl::string_view>& seen = seen_[static_cast<size_t>(kind)];
+  if (seen.contains(key.empty() ? source : key)) return nullptr;
   ir::Guard* g = guards_.Add();
   g->set_kind(kind);
   g->set_source(source);
+  // The set holds a view of the guard's own source text (each guard is
+  // allocated once and its source never set again), or of a kept key.
+  seen.insert(key.empty() ? absl::string_view(g->source()) : absl::string_view(keys_.emplace_back(key)));
   return g;
 }
 

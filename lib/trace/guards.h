@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,10 @@ class GuardSet {
  private:
   ir::Guard* Add(ir::Guard::Kind kind, const std::string& source, const std::string& key = "");
   google::protobuf::RepeatedPtrField<ir::Guard> guards_;
-  // Per kind, the sources (or keys) already guarded.
-  std::array<absl::flat_hash_set<std::string>, ir::Guard::Kind_ARRAYSIZE> seen_;
+  // Per kind, the sources (or keys) already guarded: views of the guards'
+  // sources (a guard's source is never set again) and of keys_.
+  std::array<absl::flat_hash_set<absl::string_view>, ir::Guard::Kind_ARRAYSIZE> seen_;
+  std::deque<std::string> keys_;  // (a deque: its strings never move)
 };
 
 }  // namespace dynamo::trace
