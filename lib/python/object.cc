@@ -278,8 +278,34 @@ bool SurelyLacks(PyObject* o, PyObject* name) {
 
 namespace {
 
+const Name kName("__name__"), kQualname("__qualname__"), kModule("__module__");
+
+// A class's __qualname__ or __module__ (`name`, one of those Names) as its
+// metaclass answers it, borrowed, where that metaclass is `type` itself and
+// the class is a heap type: type's own data descriptors then decide (before
+// anything in the class's dict) and give the class's ht_qualname and the
+// `__module__` entry of its own dict. nullptr: ask getattr (a static type,
+// another metaclass, no such entry).
+PyObject* HeapTypeName(PyObject* o, PyObject* name) {
+  if (!Py_IS_TYPE(o, &PyType_Type) || !PyType_HasFeature(reinterpret_cast<PyTypeObject*>(o), Py_TPFLAGS_HEAPTYPE)) {
+    return nullptr;
+  }
+  auto* heap = reinterpret_cast<PyHeapTypeObject*>(o);
+  if (name == kQualname.get()) return heap->ht_qualname;
+  if (name != kModule.get() || heap->ht_type.tp_dict == nullptr) return nullptr;
+  PyObject* module = PyDict_GetItemWithError(heap->ht_type.tp_dict, name);
+  if (module == nullptr) PyErr_Clear();
+  return module;
+}
+
 // o.name as text, "" when it is missing or no str.
 std::string AttrText(PyObject* o, PyObject* name) {
+  if (PyObject* known = HeapTypeName(o, name); known != nullptr && PyUnicode_Check(known)) {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_AsUTF8AndSize(known, &size);
+    if (text != nullptr) return std::string(text, static_cast<size_t>(size));
+    PyErr_Clear();
+  }
   if (SurelyLacks(o, name)) return "";
   Object a = Attr(o, name);
   absl::StatusOr<std::string> s = a && PyUnicode_Check(a.get()) ? AsString(a) : absl::NotFoundError("");
@@ -289,7 +315,6 @@ std::string AttrText(PyObject* o, PyObject* name) {
 }  // namespace
 
 std::string IdentityName(PyObject* o) {
-  static const Name kName("__name__"), kQualname("__qualname__"), kModule("__module__");
   if (PyModule_Check(o)) return absl::StrCat("module ", AttrText(o, kName.get()));
   std::string qualname = AttrText(o, kQualname.get());
   if (!qualname.empty()) {

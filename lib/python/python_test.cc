@@ -223,6 +223,62 @@ TEST_CASE("SurelyLacks: only where getattr is sure to raise, nn.Module's __getat
   CHECK(lookup("plain", "nothing") == Found::kMissing);
 }
 
+TEST_CASE("IdentityName: what getattr says a class and its module are called", "[python]") {
+  ScratchDir dir;
+  // A heap class's names are read from the class itself where its
+  // metaclass is `type`: renamed classes, a metaclass with its own names,
+  // builtin classes and functions still name what getattr names.
+  std::string script = dir.Write("names.py",
+                                 "class Plain:\n    pass\n"
+                                 "class Renamed:\n    pass\n"
+                                 "Renamed.__qualname__ = 'Other.Name'\n"
+                                 "Renamed.__module__ = 'elsewhere'\n"
+                                 "class Meta(type):\n"
+                                 "    def __getattribute__(cls, name):\n"
+                                 "        return 'FromMeta' if name == '__qualname__' else super().__getattribute__(name)\n"
+                                 "class Metaed(metaclass=Meta):\n    pass\n"
+                                 "class Nested:\n    class Inner:\n        pass\n"
+                                 "class Moduleless:\n    pass\n"
+                                 "Moduleless.__module__ = 5\n"
+                                 "def function():\n    pass\n"
+                                 "objects = [Plain(), Renamed(), Metaed(), Nested.Inner(), Moduleless(), Plain, Renamed,\n"
+                                 "           Nested.Inner, function, 3, len, int, object(), Metaed]\n");
+  absl::StatusOr<Object> m = ImportScript(script);
+  DYNAMO_REQUIRE_OK(m);
+  absl::StatusOr<Object> objects = GetAttr(*m, "objects");
+  DYNAMO_REQUIRE_OK(objects);
+  // The rule, spelled in Python on the same objects.
+  Object rule = testing::ModuleFromSource("names_rule",
+                                          "def name(o):\n"
+                                          "    q = getattr(o, '__qualname__', None)\n"
+                                          "    if isinstance(q, str) and q:\n"
+                                          "        mod = getattr(o, '__module__', None)\n"
+                                          "        return f'{mod}.{q}' if isinstance(mod, str) and mod else q\n"
+                                          "    t = type(o)\n"
+                                          "    mod = getattr(t, '__module__', None)\n"
+                                          "    q = getattr(t, '__qualname__', None)\n"
+                                          "    return 'instance of ' + (mod if isinstance(mod, str) else '') + '.' + "
+                                          "(q if isinstance(q, str) else '')\n");
+  std::vector<std::string> got;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objects->get()); ++i) {
+    PyObject* o = PyList_GET_ITEM(objects->get(), i);
+    Object want = Object::Steal(PyObject_CallMethod(rule.get(), "name", "O", o));
+    REQUIRE(want);
+    absl::StatusOr<std::string> text = AsString(want);
+    DYNAMO_REQUIRE_OK(text);
+    CHECK(IdentityName(o) == *text);
+    CHECK_FALSE(PyErr_Occurred());
+    got.push_back(IdentityName(o));
+  }
+  CHECK(got[0] == "instance of names.Plain");
+  CHECK(got[1] == "instance of elsewhere.Other.Name");
+  CHECK(got[2] == "instance of names.FromMeta");
+  CHECK(got[3] == "instance of names.Nested.Inner");
+  CHECK(got[4] == "instance of .Moduleless");
+  CHECK(got[6] == "elsewhere.Other.Name");
+  CHECK(got[8] == "names.function");
+}
+
 TEST_CASE("ResolveTarget: functions, methods, bound methods and errors", "[python]") {
   ScratchDir dir;
   std::string script = dir.Write("targets.py",
