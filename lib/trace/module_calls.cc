@@ -51,6 +51,12 @@ bool IsNone(const VarPtr& v) { return v->kind == VarKind::kConstant && v->object
 
 }  // namespace
 
+SourcePtr Translator::GlobalHookSource(const char* name) {
+  SourcePtr& source = global_hook_sources_[name];
+  if (!source) source = Source::Attr(Source::Module(kTorchModuleModule), name);
+  return source;
+}
+
 absl::StatusOr<std::vector<Translator::ModuleHook>> Translator::ModuleHooks(const VarPtr& module, bool pre) {
   PyObject* m = module->object.get();
   const char* local_name = pre ? "_forward_pre_hooks" : "_forward_hooks";
@@ -66,7 +72,7 @@ absl::StatusOr<std::vector<Translator::ModuleHook>> Translator::ModuleHooks(cons
   Object local = Attr(m, local_name);
   python::ClearError();
   const Table tables[] = {
-      {GlobalHooks(global_name), Source::Attr(Source::Module(kTorchModuleModule), global_name)},
+      {GlobalHooks(global_name), GlobalHookSource(global_name)},
       {local, module->source ? Source::Attr(module->source, local_name) : nullptr},
   };
   for (const Table& t : tables) {
@@ -113,7 +119,7 @@ absl::StatusOr<VarPtr> Translator::CallNNModule(const VarPtr& fn, std::vector<Va
       return Break(ir::GraphBreak::UNSUPPORTED_CALL, absl::StrCat("a module backward hook is registered (", name, ")"),
                    "backward hooks are not traced; the module's call runs in Python");
     }
-    if (h) guards_.LengthMatch(Source::Attr(Source::Module(kTorchModuleModule), name), 0);
+    if (h) guards_.LengthMatch(GlobalHookSource(name), 0);
   }
   absl::StatusOr<std::vector<ModuleHook>> pre = ModuleHooks(fn, /*pre=*/true);
   if (!pre.ok()) return pre.status();

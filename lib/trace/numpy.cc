@@ -469,6 +469,19 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallNumpy(const VarPtr& fn, co
                                                             const Kwargs& kwargs) {
   if (!fn->object || NumpyModule() == nullptr) return std::nullopt;
   PyObject* f = fn->object.get();
+  // Most calls are of none of these: one lookup in a set made once per
+  // trace rules them out (there are some for every call the trace makes).
+  static constexpr const char* kQueries[] = {"issubdtype", "can_cast", "promote_types", "result_type", "isdtype"};
+  if (!numpy_callables_) {
+    numpy_callables_.emplace();
+    for (const auto& [module, name] : {std::pair<const char*, const char*>{"torch", "from_numpy"}, {"torch", "as_tensor"}}) {
+      if (PyObject* o = StdlibObject(module, name)) numpy_callables_->insert(o);
+    }
+    for (const char* query : kQueries) {
+      if (PyObject* o = StdlibObject("numpy", query)) numpy_callables_->insert(o);
+    }
+  }
+  if (!numpy_callables_->contains(f) && !NumpyTargets().contains(f)) return std::nullopt;
   // torch.from_numpy(a) / torch.as_tensor(a) of an array the trace holds:
   // the tensor it views.
   PyObject* from_numpy = StdlibObject("torch", "from_numpy");
@@ -488,7 +501,7 @@ std::optional<absl::StatusOr<VarPtr>> Translator::CallNumpy(const VarPtr& fn, co
   }
   // Questions about dtypes (np.issubdtype(type(n), np.integer)) ask nothing
   // of array values: NumPy answers them now.
-  for (const char* query : {"issubdtype", "can_cast", "promote_types", "result_type", "isdtype"}) {
+  for (const char* query : kQueries) {
     if (f != StdlibObject("numpy", query)) continue;
     bool any_tensor = false;
     for (const VarPtr& a : args) any_tensor |= ContainsTensor(a);

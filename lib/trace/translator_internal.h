@@ -552,6 +552,10 @@ class Translator {
   // The forward pre-hooks (pre) or forward hooks of a call of `module`,
   // torch's per-process ones first, as _call_impl runs them; guarded.
   absl::StatusOr<std::vector<ModuleHook>> ModuleHooks(const VarPtr& module, bool pre);
+  // sys.modules['torch.nn.modules.module'].<name>, one of its per-process
+  // hook dicts: made once per trace (every module call reads four).
+  SourcePtr GlobalHookSource(const char* name);
+  absl::flat_hash_map<std::string, SourcePtr> global_hook_sources_;
 
   // --- instances of Python dict subclasses made by the trace (user_dicts.cc) ---
   // cls(*args, **kw) for a Python subclass of dict or OrderedDict whose
@@ -590,6 +594,8 @@ class Translator {
   // numpy.* callables (and torch.from_numpy of an array); nothing for others.
   std::optional<absl::StatusOr<VarPtr>> CallNumpy(const VarPtr& fn, const std::vector<VarPtr>& args,
                                                   const Kwargs& kwargs);
+  // The callables CallNumpy handles besides NumpyTargets' (set on its first call).
+  std::optional<absl::flat_hash_set<PyObject*>> numpy_callables_;
   absl::StatusOr<VarPtr> NdarrayAttr(const VarPtr& array, const std::string& name);
   absl::StatusOr<VarPtr> CallNdarrayMethod(const VarPtr& array, const std::string& name,
                                            const std::vector<VarPtr>& args, const Kwargs& kwargs);
