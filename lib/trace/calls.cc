@@ -93,6 +93,20 @@ bool IsInstanceOf(PyObject* obj, const char* torch_class) {
 bool IsParameter(PyObject* obj) {
   PyObject* parameter = StdlibObject("torch.nn", "Parameter");
   if (parameter == nullptr) return false;
+  // Parameter's metaclass counts a plain torch.Tensor (a buffer) as one
+  // when its `_is_param` is true, in Python: that attribute is read in C
+  // where the answer is certain (no class attribute of that name).
+  if (reinterpret_cast<PyObject*>(Py_TYPE(obj)) == StdlibObject("torch", "Tensor")) {
+    static const python::Name kIsParam("_is_param");
+    Object flag;
+    const python::Found found = python::LookupWithoutPython(obj, kIsParam.get(), &flag);
+    if (found == python::Found::kMissing) return false;
+    if (found == python::Found::kFound) {
+      const int truth = PyObject_IsTrue(flag.get());
+      if (truth >= 0) return truth == 1;
+      python::ClearError();
+    }
+  }
   int r = PyObject_IsInstance(obj, parameter);
   if (r < 0) python::ClearError();
   return r == 1;

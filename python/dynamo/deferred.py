@@ -183,7 +183,7 @@ def _place(root, values):
     # modules (and the user's tensors) alive until the collector runs.
     # A module's tensors come together: most paths find their parent made.
     modules = {"": root}
-    parameter = torch.nn.Parameter
+    parameter, tensor = torch.nn.Parameter, torch.Tensor
     for path, value in values.items():
         parent, _, leaf = path.rpartition(".")
         module = modules.get(parent)
@@ -196,8 +196,9 @@ def _place(root, values):
                     child = module._modules[name] = modules[prefix] = _fresh_module()
                 module = child
         # (Parameter's isinstance runs a Python __instancecheck__: the exact
-        # class is asked first.)
-        is_parameter = type(value) is parameter or isinstance(value, parameter)
+        # classes, a parameter's and a buffer's, are asked first.)
+        kind = type(value)
+        is_parameter = kind is parameter or (kind is not tensor and isinstance(value, parameter))
         (module._parameters if is_parameter else module._buffers)[leaf] = value
 
 

@@ -405,6 +405,31 @@ def backend_that_prints_the_graph():
     assert len(codes) == 1 and codes[0] in out.getvalue() and "sin" in codes[0] and "cos" in codes[0]
 
 
+_IS_PARAM = torch.randn(3)
+_IS_PARAM._is_param = True  # a Parameter to isinstance (torch's functional parameter swaps)
+_HELD = [_IS_PARAM, torch.randn(3)]
+
+
+def _reads_held(x):
+    return x + _HELD[0] + _HELD[1]
+
+
+@test
+def a_tensor_that_isinstance_calls_a_parameter_is_one():
+    """A plain tensor whose `_is_param` is true is a Parameter to isinstance:
+    kept as a get_attr of that very tensor (identity guarded), while a plain
+    one read from a list is a graph input read on every call."""
+    got = []
+
+    def keeping(gm, example_inputs):
+        got.append([n.op for n in gm.graph.nodes])
+        return gm.forward
+    x = torch.ones(3)
+    out = dynamo.optimize(keeping)(_reads_held)(x)
+    assert torch.equal(out, x + _HELD[0] + _HELD[1])
+    assert got == [["placeholder", "get_attr", "placeholder", "call_function", "call_function", "output"]], got
+
+
 @test
 def backend_graph_module_is_built_when_read():
     """The backend's GraphModule runs before its FX graph exists (issue 18);
