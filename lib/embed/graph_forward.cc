@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
 #include "lib/python/error.h"
 #include "lib/python/object.h"
 
@@ -547,12 +548,64 @@ PyType_Spec kForwardSpec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
     kForwardSlots};
 
+// dynamo._C.Local(name, slot): a node's value in a table, made in C (a
+// Python class's __init__ ran once per node of every first call).
+struct Local {
+  PyObject_HEAD
+  PyObject* name;
+  Py_ssize_t slot;
+};
+
+PyObject* LocalNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"name", "slot", nullptr};
+  PyObject* name;
+  Py_ssize_t slot;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Un:Local", const_cast<char**>(kw), &name, &slot)) return nullptr;
+  auto* self = reinterpret_cast<Local*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->name = Py_NewRef(name);
+  self->slot = slot;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+void LocalDealloc(PyObject* self) {
+  Py_CLEAR(reinterpret_cast<Local*>(self)->name);
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+PyObject* LocalRepr(PyObject* self) {
+  const auto* l = reinterpret_cast<Local*>(self);
+  return PyUnicode_FromFormat("Local(%R, %zd)", l->name, l->slot);
+}
+
+PyMemberDef kLocalMembers[] = {
+    {"name", T_OBJECT_EX, offsetof(Local, name), READONLY, nullptr},
+    {"slot", T_PYSSIZET, offsetof(Local, slot), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyType_Slot kLocalSlots[] = {
+    {Py_tp_new, reinterpret_cast<void*>(LocalNew)},
+    {Py_tp_dealloc, reinterpret_cast<void*>(LocalDealloc)},
+    {Py_tp_repr, reinterpret_cast<void*>(LocalRepr)},
+    {Py_tp_members, kLocalMembers},
+    {Py_tp_doc, const_cast<char*>("Local(name, slot): a node's value in a GraphForward table (the slot it is kept "
+                                  "in), as dynamo.deferred makes them.")},
+    {0, nullptr},
+};
+
+PyType_Spec kLocalSpec = {"dynamo._C.Local", sizeof(Local), 0, Py_TPFLAGS_DEFAULT, kLocalSlots};
+
 }  // namespace
 
 absl::Status AddGraphForwardType(PyObject* module) {
-  Object type = Object::Steal(PyType_FromSpec(&kForwardSpec));
-  if (!type || PyModule_AddObjectRef(module, "GraphForward", type.get()) != 0) {
-    return python::FetchError("adding dynamo._C.GraphForward");
+  for (auto [spec, name] : {std::pair{&kForwardSpec, "GraphForward"}, std::pair{&kLocalSpec, "Local"}}) {
+    Object type = Object::Steal(PyType_FromSpec(spec));
+    if (!type || PyModule_AddObjectRef(module, name, type.get()) != 0) {
+      return python::FetchError(absl::StrCat("adding dynamo._C.", name));
+    }
   }
   return absl::OkStatus();
 }

@@ -41,7 +41,8 @@ namespace dynamo::embed {
 // A step's kind, as `steps` gives it.
 enum GraphForwardStep { kStepCall = 0, kStepMethod = 1, kStepAttributes = 2 };
 
-// Adds GraphForward to the module dynamo._C.
+// Adds GraphForward, and Local (name, slot: what a table's `local_type`
+// is in dynamo.deferred), to the module dynamo._C.
 absl::Status AddGraphForwardType(PyObject* module);
 
 }  // namespace dynamo::embed

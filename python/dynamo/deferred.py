@@ -36,13 +36,9 @@ from dynamo.loader import (CaptureError, _set_path, call_target, check_paths, dt
 _names = itertools.count()
 
 
-class _Local:
-    """A node's value in the forward: the slot GraphForward keeps it in."""
-    __slots__ = ("name", "slot")
-
-    def __init__(self, name, slot):
-        self.name = name
-        self.slot = slot
+# A node's value in the forward: its name and the slot GraphForward keeps it
+# in (a C type: one is made per node of every first call).
+_Local = _C.Local
 
 
 # GraphForward's step kinds (lib/embed/graph_forward.h).
