@@ -1,7 +1,8 @@
 """dynamo vs torch._dynamo in one process, interleaved, reset between:
 first-call capture time (first call with a trivial backend minus one eager
 call), graphs, breaks and guards per capture, and warm per-call overhead over
-eager (for resnet18, the machinery alone: its graph returns a stored output).
+eager (for resnet18, the machinery alone: its graph returns a stored output;
+for mobilenet_v2, the whole call with its graph).
 One table with ratios; no assertions (benchmarks are not tests).
 
     scripts/python bench/head_to_head.py [--quick] [--device=cuda] [model ...]
@@ -20,7 +21,7 @@ Models: resnet18, mobilenet_v2, vit_b_16 (torchvision), bert (BERT-base from a
 transformers config), gpt2 (GPT-2 small from a config), a timm model
 (resnet50d), all random weights, with torch.fx.symbolic_trace's time beside
 (it infers no shapes and makes no guards); warm overhead on a two-tensor function, a
-3-layer MLP and resnet18 at 1x3x32x32.
+3-layer MLP, resnet18 at 1x3x32x32 and mobilenet_v2 at 1x3x64x64.
 """
 import sys
 import time
@@ -276,9 +277,13 @@ def main():
     mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
                               torch.nn.Linear(16, 4)).eval().to(DEVICE)
     r18 = torchvision.models.resnet18().eval().to(DEVICE)
+    # The whole call, graph included: the graph's parameter reads (three or
+    # four modules deep each) are part of what a warm call costs.
+    mbv2 = torchvision.models.mobilenet_v2().eval().to(DEVICE)
     cases = [("a + b", lambda a, b: a + b, (torch.randn(1, device=DEVICE), torch.randn(1, device=DEVICE)), 20000, False),
              ("3-layer MLP", mlp, (torch.randn(1, 16, device=DEVICE),), 5000, False),
-             ("resnet18 (machinery)", r18, (torch.randn(1, 3, 32, 32, device=DEVICE),), 500 if QUICK else 2000, True)]
+             ("resnet18 (machinery)", r18, (torch.randn(1, 3, 32, 32, device=DEVICE),), 500 if QUICK else 2000, True),
+             ("mobilenet_v2 (call)", mbv2, (torch.randn(1, 3, 64, 64, device=DEVICE),), 100 if QUICK else 400, False)]
     with torch.no_grad():
         for label, fn, args, n, stored in cases:
             a, b = warm_overhead(fn, args, n, stored)
