@@ -191,10 +191,11 @@ def _place(root, values):
                 if child is None:
                     child = module._modules[name] = modules[prefix] = _fresh_module()
                 module = child
-        # (Parameter's isinstance runs a Python __instancecheck__: the exact
-        # classes, a parameter's and a buffer's, are asked first.)
+        # (Parameter's isinstance runs a Python __instancecheck__, which for a
+        # plain tensor, a buffer, asks only its `_is_param`: asked here.)
         kind = type(value)
-        is_parameter = kind is parameter or (kind is not tensor and isinstance(value, parameter))
+        is_parameter = (kind is parameter or
+                        (bool(getattr(value, "_is_param", False)) if kind is tensor else isinstance(value, parameter)))
         (module._parameters if is_parameter else module._buffers)[leaf] = value
 
 

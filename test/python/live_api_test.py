@@ -419,15 +419,20 @@ def a_tensor_that_isinstance_calls_a_parameter_is_one():
     """A plain tensor whose `_is_param` is true is a Parameter to isinstance:
     kept as a get_attr of that very tensor (identity guarded), while a plain
     one read from a list is a graph input read on every call."""
-    got = []
+    got, modules = [], []
 
     def keeping(gm, example_inputs):
+        # Placed as isinstance sees it (a parameter), before and after the
+        # FX graph is built.
+        modules.append(any(p is _IS_PARAM for p in gm.parameters()))
         got.append([n.op for n in gm.graph.nodes])
+        modules.append(any(p is _IS_PARAM for p in gm.parameters()))
         return gm.forward
     x = torch.ones(3)
     out = dynamo.optimize(keeping)(_reads_held)(x)
     assert torch.equal(out, x + _HELD[0] + _HELD[1])
     assert got == [["placeholder", "get_attr", "placeholder", "call_function", "call_function", "output"]], got
+    assert modules == [True, True], modules
 
 
 @test
