@@ -294,17 +294,14 @@ PyObject* HeapTypeName(PyObject* o, PyObject* name) {
   if (name == kQualname.get()) return heap->ht_qualname;
   if (name != kModule.get() || heap->ht_type.tp_dict == nullptr) return nullptr;
   PyObject* module = PyDict_GetItemWithError(heap->ht_type.tp_dict, name);
-  if (module == nullptr) PyErr_Clear();
+  if (module == nullptr) ClearError();
   return module;
 }
 
 // o.name as text, "" when it is missing or no str.
 std::string AttrText(PyObject* o, PyObject* name) {
   if (PyObject* known = HeapTypeName(o, name); known != nullptr && PyUnicode_Check(known)) {
-    Py_ssize_t size = 0;
-    const char* text = PyUnicode_AsUTF8AndSize(known, &size);
-    if (text != nullptr) return std::string(text, static_cast<size_t>(size));
-    PyErr_Clear();
+    if (absl::StatusOr<std::string> text = AsString(Object::Borrow(known)); text.ok()) return *text;
   }
   if (SurelyLacks(o, name)) return "";
   Object a = Attr(o, name);

@@ -238,9 +238,10 @@ std::string AttributeTarget(const Source& source, absl::flat_hash_map<std::strin
     // be no attribute of one.
     if (!index) {
       auto [known, fresh] = nn_module_has->try_emplace(part, false);
-      if (Object module = TorchAttr("nn.Module"); fresh && module) {
+      if (fresh) {
+        Object module = TorchAttr("nn.Module");
         Object key = python::FromString(part);  // any text a dict key holds: not interned for the process
-        known->second = key && python::Attr(module.get(), key.get());
+        known->second = module && key && python::Attr(module.get(), key.get());
         python::ClearError();
       }
       if (known->second) walkable = false;
